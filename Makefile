@@ -1,0 +1,91 @@
+# kiln - offline model toolchain. See README.md.
+#
+#   make            build/kiln and build/libkiln.a
+#   make test       every cmocka suite and end-to-end test, one summary line
+#   make check      the same tests under ASan + UBSan (in build-san/)
+#   make bench      benchmarks, with ratios against llama.cpp's figures
+#   make demo       a small model written by kiln, run through every tool
+#   make install PREFIX=/usr/local ; make clean
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+PKGS    := libzstd libarchive jansson libpcre2-8 cmocka
+
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
+LDLIBS  += -fopenmp -lm
+
+# Every .c under these folders is library code, except the cmd_*.c files,
+# which are the thin CLI layers linked into build/kiln only.
+LIBDIRS := core quantize convert inspect imatrix splice runtime golden
+ALL_SRC := $(foreach d,$(LIBDIRS),$(wildcard $(d)/*.c))
+CMD_SRC := $(wildcard cli/*.c) $(filter %/cmd_%.c,$(ALL_SRC))
+LIB_SRC := $(filter-out %/cmd_%.c,$(ALL_SRC))
+TEST_SRC := $(wildcard tests/test_*.c)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+.PHONY: all test check bench demo install clean deps
+all: $(BUILD)/kiln $(BUILD)/libkiln.a
+
+# Installs missing Debian packages once (scripts/deps.sh is idempotent).
+$(DEPS_STAMP): scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@pkg-config --exists $(PKGS) || ./scripts/deps.sh
+	@touch $@
+deps: $(DEPS_STAMP)
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs libzstd libarchive jansson libpcre2-8 2>/dev/null)
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/libkiln.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kiln: $(CMD_OBJ) $(BUILD)/libkiln.a
+	$(CC) $(CFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libkiln.a $(PKG_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/shared.h $(BUILD)/libkiln.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(BUILD)/libkiln.a $(PKG_LIBS) $(CMOCKA_LIBS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libkiln.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(BUILD)/libkiln.a $(PKG_LIBS) $(LDLIBS)
+
+test: all $(TEST_BIN)
+	@./tests/run.sh $(BUILD)
+
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+check:
+	@$(MAKE) --no-print-directory BUILD=build-san OPT=-O1 \
+	    CFLAGS="-O1 -g $(SAN)" LDLIBS="-fopenmp -lm $(SAN)" test
+
+bench: all $(BENCH_BIN)
+	@./bench/run.sh $(BUILD)
+
+demo: all
+	@./scripts/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BUILD)/kiln $(DESTDIR)$(PREFIX)/bin/kiln
+	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/libkiln.a
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)

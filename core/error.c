@@ -1,0 +1,30 @@
+/* core/error.c - formatting of kiln's one-line error messages (see error.h). */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int kiln_fail(kiln_err *err, const char *file, const char *field,
+              int64_t offset, const char *fmt, ...) {
+    if (!err) return -1;
+    size_t cap = sizeof(err->msg), n = 0;
+    char *p = err->msg;
+    if (file) n += (size_t)snprintf(p + n, cap - n, "%s: ", file);
+    if (n < cap && field) n += (size_t)snprintf(p + n, cap - n, "%s", field);
+    if (n < cap && offset >= 0)
+        n += (size_t)snprintf(p + n, cap - n, "%soffset %lld",
+                              field ? " at " : "at ", (long long)offset);
+    if (n < cap && (field || offset >= 0))
+        n += (size_t)snprintf(p + n, cap - n, ": ");
+    if (n < cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p + n, cap - n, fmt, ap);
+        va_end(ap);
+    }
+    /* One line, always: fold any newline a caller let through. */
+    for (char *c = err->msg; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    return -1;
+}

@@ -1,0 +1,152 @@
+/* core/fileio.c - atomic output files (see fileio.h). */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OUT_BUF (4u << 20)
+
+int kiln_check_output(const char *path, const char *const *inputs, int n_inputs, bool force,
+                      kiln_err *err) {
+    struct stat out;
+    if (stat(path, &out) != 0) {
+        for (int i = 0; i < n_inputs; i++)
+            if (inputs[i] && !strcmp(inputs[i], path))
+                return kiln_fail(err, path, NULL, -1, "output is also an input; refusing to overwrite it");
+        return 0;
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        struct stat in;
+        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            return kiln_fail(err, path, NULL, -1, "output is the input %s; refusing to overwrite it", inputs[i]);
+    }
+    if (!force) return kiln_fail(err, path, NULL, -1, "output exists; use --force to overwrite it");
+    return 0;
+}
+
+int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = strdup(path);
+    f->tmp_path = malloc(strlen(path) + 5);
+    f->buf = malloc(OUT_BUF);
+    if (!f->path || !f->tmp_path || !f->buf) {
+        kiln_out_discard(f);
+        return kiln_fail(err, path, NULL, -1, "out of memory");
+    }
+    sprintf(f->tmp_path, "%s.tmp", path);
+    f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        int rc = kiln_fail(err, f->tmp_path, NULL, -1, "cannot create: %s", strerror(errno));
+        free(f->path);
+        free(f->tmp_path);
+        free(f->buf);
+        memset(f, 0, sizeof *f);
+        f->fd = -1;
+        return rc;
+    }
+    return 0;
+}
+
+static int flush_buf(kiln_outfile *f, kiln_err *err) {
+    uint64_t done = 0;
+    while (done < f->buf_len) {
+        ssize_t w = write(f->fd, f->buf + done, f->buf_len - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return kiln_fail(err, f->tmp_path, NULL, (int64_t)(f->pos - f->buf_len + done),
+                             "write failed: %s", strerror(errno));
+        }
+        done += (uint64_t)w;
+    }
+    f->buf_len = 0;
+    return 0;
+}
+
+int kiln_out_write(kiln_outfile *f, const void *data, uint64_t n, kiln_err *err) {
+    const unsigned char *p = data;
+    while (n > 0) {
+        uint64_t room = OUT_BUF - f->buf_len;
+        uint64_t k = n < room ? n : room;
+        memcpy(f->buf + f->buf_len, p, k);
+        f->buf_len += k;
+        f->pos += k;
+        p += k;
+        n -= k;
+        if (f->buf_len == OUT_BUF && flush_buf(f, err) < 0) return -1;
+    }
+    return 0;
+}
+
+int kiln_out_pad(kiln_outfile *f, uint64_t alignment, kiln_err *err) {
+    static const unsigned char zeros[64];
+    uint64_t pad = (alignment - f->pos % alignment) % alignment;
+    while (pad > 0) {
+        uint64_t k = pad < sizeof zeros ? pad : sizeof zeros;
+        if (kiln_out_write(f, zeros, k, err) < 0) return -1;
+        pad -= k;
+    }
+    return 0;
+}
+
+int kiln_out_close(kiln_outfile *f, kiln_err *err) {
+    if (f->fd < 0) return 0;
+    if (flush_buf(f, err) < 0) return -1;
+    if (fsync(f->fd) != 0) return kiln_fail(err, f->tmp_path, NULL, -1, "fsync failed: %s", strerror(errno));
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (rc != 0) return kiln_fail(err, f->tmp_path, NULL, -1, "close failed: %s", strerror(errno));
+    free(f->buf);
+    f->buf = NULL;
+    return 0;
+}
+
+static void fsync_dir_of(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: some filesystems refuse directory fsync */
+        close(fd);
+    }
+    free(copy);
+}
+
+int kiln_out_commit(kiln_outfile *f, kiln_err *err) {
+    if (kiln_out_close(f, err) < 0) return -1;
+    if (rename(f->tmp_path, f->path) != 0)
+        return kiln_fail(err, f->path, NULL, -1, "cannot rename %s into place: %s", f->tmp_path, strerror(errno));
+    fsync_dir_of(f->path);
+    return 0;
+}
+
+void kiln_out_discard(kiln_outfile *f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp_path) unlink(f->tmp_path);
+    kiln_out_free(f);
+}
+
+void kiln_out_free(kiln_outfile *f) {
+    free(f->path);
+    free(f->tmp_path);
+    free(f->buf);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+int kiln_write_file_atomic(const char *path, const void *data, uint64_t n, kiln_err *err) {
+    kiln_outfile f;
+    if (kiln_out_open(&f, path, err) < 0) return -1;
+    if (kiln_out_write(&f, data, n, err) < 0 || kiln_out_commit(&f, err) < 0) {
+        kiln_out_discard(&f);
+        return -1;
+    }
+    kiln_out_free(&f);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* core/fileio.h - the output-file discipline every kiln tool follows.
+ *
+ * An output is written to NAME.tmp, fsynced, then renamed over NAME, and
+ * the directory is fsynced, so a crash or an error leaves either the old
+ * file or the complete new one, never a partial one. Before anything is
+ * created, kiln_check_output() refuses to write over an input (compared by
+ * device and inode, so other spellings of the same path are caught) and
+ * over an existing file unless forced. */
+#ifndef KILN_FILEIO_H
+#define KILN_FILEIO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct kiln_outfile {
+    char *path;     /* final name */
+    char *tmp_path; /* path + ".tmp" */
+    int fd;
+    uint64_t pos;   /* bytes written so far */
+    unsigned char *buf;
+    uint64_t buf_len;
+} kiln_outfile;
+
+/* Fails when `path` is one of `inputs`, or exists and !force. */
+int kiln_check_output(const char *path, const char *const *inputs, int n_inputs, bool force,
+                      kiln_err *err);
+
+/* Creates path.tmp for writing (buffered). */
+int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err);
+int kiln_out_write(kiln_outfile *f, const void *data, uint64_t n, kiln_err *err);
+/* Writes zero bytes until pos is a multiple of `alignment`. */
+int kiln_out_pad(kiln_outfile *f, uint64_t alignment, kiln_err *err);
+/* Flushes and fsyncs, closes; the file keeps its .tmp name. */
+int kiln_out_close(kiln_outfile *f, kiln_err *err);
+/* Renames path.tmp to path and fsyncs the directory. */
+int kiln_out_commit(kiln_outfile *f, kiln_err *err);
+/* Closes if open and removes path.tmp; frees the names. */
+void kiln_out_discard(kiln_outfile *f);
+/* Frees the names after a commit. */
+void kiln_out_free(kiln_outfile *f);
+
+/* Convenience: writes a whole buffer atomically to `path`. */
+int kiln_write_file_atomic(const char *path, const void *data, uint64_t n, kiln_err *err);
+
+#endif

@@ -1,0 +1,87 @@
+/* quantize/codec.c - maps ggml type ids to kiln's codecs, and the
+ * multi-threaded row quantizer every tool uses. */
+#include "codec.h"
+
+#include "../core/types.h"
+#include "quants.h"
+
+#include <math.h>
+#include <omp.h>
+
+static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
+    [KILN_F32] = {KILN_F32, kiln_dequantize_row_f32, kiln_quantize_f32, false},
+    [KILN_F16] = {KILN_F16, kiln_dequantize_row_f16, kiln_quantize_f16, false},
+    [KILN_BF16] = {KILN_BF16, kiln_dequantize_row_bf16, kiln_quantize_bf16, false},
+    /* @codecs-legacy: Q8_0 Q4_0 Q5_0 IQ4_NL */
+    /* @codecs-kquants: Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K */
+    [KILN_Q2_K] = {KILN_Q2_K, kiln_dequantize_row_q2_k, kiln_quantize_q2_k, false},
+    [KILN_Q3_K] = {KILN_Q3_K, kiln_dequantize_row_q3_k, kiln_quantize_q3_k, false},
+    [KILN_Q8_K] = {KILN_Q8_K, kiln_dequantize_row_q8_k, kiln_quantize_q8_k, false},
+    [KILN_Q4_K] = {KILN_Q4_K, kiln_dequantize_row_q4_k, kiln_quantize_q4_k, false},
+    [KILN_Q5_K] = {KILN_Q5_K, kiln_dequantize_row_q5_k, kiln_quantize_q5_k, false},
+    [KILN_Q6_K] = {KILN_Q6_K, kiln_dequantize_row_q6_k, kiln_quantize_q6_k, false},
+    /* @codecs-iq2: IQ2_XXS */
+    [KILN_IQ2_XXS] = {KILN_IQ2_XXS, kiln_dequantize_row_iq2_xxs, kiln_quantize_iq2_xxs, true},
+};
+
+const kiln_codec *kiln_codec_get(uint32_t type) {
+    if (type >= KILN_TYPE_COUNT || !CODECS[type].dequantize_row) return NULL;
+    return &CODECS[type];
+}
+
+bool kiln_can_dequantize(uint32_t type) {
+    return kiln_codec_get(type) != NULL;
+}
+
+bool kiln_can_quantize(uint32_t type) {
+    const kiln_codec *c = kiln_codec_get(type);
+    return c && c->quantize;
+}
+
+int kiln_dequantize(uint32_t type, const void *src, float *dst, int64_t n, kiln_err *err) {
+    const kiln_codec *c = kiln_codec_get(type);
+    if (!c) return kiln_fail(err, NULL, NULL, -1, "kiln cannot dequantize type %s", kiln_type_name(type));
+    c->dequantize_row(src, dst, n);
+    return 0;
+}
+
+size_t kiln_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nrows,
+                          int64_t n_per_row, const float *imatrix, kiln_err *err) {
+    const kiln_codec *c = kiln_codec_get(type);
+    if (!c || !c->quantize) {
+        kiln_fail(err, NULL, NULL, -1, "kiln cannot quantize to type %s", kiln_type_name(type));
+        return 0;
+    }
+    const kiln_type_info *ti = kiln_type_get(type);
+    if (n_per_row % ti->block_size) {
+        kiln_fail(err, NULL, NULL, -1, "row length %lld is not a multiple of %s's block size %u",
+                  (long long)n_per_row, ti->name, ti->block_size);
+        return 0;
+    }
+    if (c->needs_imatrix && !imatrix) {
+        kiln_fail(err, NULL, NULL, -1,
+                  "%s needs an importance matrix (--imatrix): at 2 bits per weight an "
+                  "unweighted search spends its few levels on unimportant columns", ti->name);
+        return 0;
+    }
+    for (int64_t i = 0; i < nrows * n_per_row; i++) {
+        if (!isfinite(src[i])) {
+            kiln_fail(err, NULL, NULL, -1, "row %lld column %lld is %s; refusing to quantize",
+                      (long long)(i / n_per_row), (long long)(i % n_per_row),
+                      isnan(src[i]) ? "NaN" : "infinite");
+            return 0;
+        }
+    }
+    size_t row_bytes = kiln_type_row_bytes(type, (uint64_t)n_per_row);
+    /* Rows are independent, so any split gives the same bytes. Chunks of a
+     * few rows keep threads busy without splitting tiny tensors. */
+    int64_t chunk = 16;
+    int64_t nchunks = (nrows + chunk - 1) / chunk;
+    #pragma omp parallel for schedule(dynamic, 1) if (nchunks > 1)
+    for (int64_t ci = 0; ci < nchunks; ci++) {
+        int64_t r0 = ci * chunk;
+        int64_t nr = nrows - r0 < chunk ? nrows - r0 : chunk;
+        c->quantize(src + r0 * n_per_row, (uint8_t *)dst + (size_t)r0 * row_bytes, nr, n_per_row, imatrix);
+    }
+    return row_bytes * (size_t)nrows;
+}

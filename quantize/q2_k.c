@@ -1,0 +1,169 @@
+/* quantize/q2_k.c - the Q2_K codec: 2-bit levels with a 4-bit scale and
+ * a 4-bit minimum per 16 weights (layout in blocks_k.h).
+ *
+ * Without an imatrix the sub-block fits are ggml's quantize_row_q2_K_ref
+ * (|x|-weighted, mean-absolute-error search); with one, ggml's
+ * quantize_row_q2_K_impl (imatrix * sqrt(sigma^2 + x^2) weights, squared
+ * error, and searched rather than rounded sub-block scales). Both end with
+ * the same requantization against the stored, rounded scales. */
+#include "blocks.h"
+#include "quants.h"
+#include "search.h"
+
+#include "../core/cpu.h"
+#include "../core/fp16.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
+
+/* ---------------------------------------------------------------- dequant */
+
+static void dequant_scalar(const kiln_block_q2_k *b, float *y) {
+    const float d = kiln_fp16_to_fp32(b->d), min = kiln_fp16_to_fp32(b->dmin);
+    for (int g = 0; g < 16; ++g) { /* output group g: 16 weights, scale g */
+        const uint8_t *q = b->qs + 32 * (g / 8) + 16 * (g & 1);
+        int shift = 2 * ((g % 8) / 2);
+        float dl = d * (b->scales[g] & 0xF), ml = min * (b->scales[g] >> 4);
+        for (int l = 0; l < 16; ++l) y[16 * g + l] = dl * ((q[l] >> shift) & 3) - ml;
+    }
+}
+
+#ifdef __x86_64__
+__attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_block_q2_k *b,
+                                                                   float *y) {
+    const float d = kiln_fp16_to_fp32(b->d), min = kiln_fp16_to_fp32(b->dmin);
+    const __m256i three = _mm256_set1_epi32(3);
+    for (int g = 0; g < 16; ++g) {
+        const uint8_t *q = b->qs + 32 * (g / 8) + 16 * (g & 1);
+        __m128i sh = _mm_cvtsi32_si128(2 * ((g % 8) / 2));
+        __m256 dl = _mm256_set1_ps(d * (b->scales[g] & 0xF));
+        __m256 ml = _mm256_set1_ps(min * (b->scales[g] >> 4));
+        for (int h = 0; h < 16; h += 8) {
+            __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + h)));
+            v = _mm256_and_si256(_mm256_srl_epi32(v, sh), three);
+            _mm256_storeu_ps(y + 16 * g + h,
+                             _mm256_sub_ps(_mm256_mul_ps(dl, _mm256_cvtepi32_ps(v)), ml));
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+dequant_avx512(const kiln_block_q2_k *b, float *y) {
+    const float d = kiln_fp16_to_fp32(b->d), min = kiln_fp16_to_fp32(b->dmin);
+    const __m512i three = _mm512_set1_epi32(3);
+    for (int g = 0; g < 16; ++g) {
+        const uint8_t *q = b->qs + 32 * (g / 8) + 16 * (g & 1);
+        __m128i sh = _mm_cvtsi32_si128(2 * ((g % 8) / 2));
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+        v = _mm512_and_si512(_mm512_srl_epi32(v, sh), three);
+        __m512 dl = _mm512_set1_ps(d * (b->scales[g] & 0xF));
+        __m512 ml = _mm512_set1_ps(min * (b->scales[g] >> 4));
+        _mm512_storeu_ps(y + 16 * g, _mm512_sub_ps(_mm512_mul_ps(dl, _mm512_cvtepi32_ps(v)), ml));
+    }
+}
+#endif
+
+void kiln_dequantize_row_q2_k(const void *src, float *dst, int64_t n) {
+    const kiln_block_q2_k *b = src;
+    void (*fn)(const kiln_block_q2_k *, float *) = dequant_scalar;
+#ifdef __x86_64__
+    kiln_simd_level lv = kiln_simd();
+    if (lv >= KILN_SIMD_AVX512) fn = dequant_avx512;
+    else if (lv >= KILN_SIMD_AVX2) fn = dequant_avx2;
+#endif
+    for (int64_t i = 0; i < n / KILN_QK_K; ++i) fn(&b[i], dst + i * KILN_QK_K);
+}
+
+/* ------------------------------------------------------------------ quant */
+
+/* Final levels against the stored (fp16-rounded) scales, then packing.
+ * Sub-blocks whose scale rounds to zero keep the search's levels, as in
+ * ggml. */
+static void requantize(const float *x, kiln_block_q2_k *y, uint8_t *L) {
+    const float d = kiln_fp16_to_fp32(y->d), dmin = kiln_fp16_to_fp32(y->dmin);
+    for (int j = 0; j < 16; ++j) {
+        const float dl = d * (y->scales[j] & 0xF);
+        if (!dl) continue;
+        const float ml = dmin * (y->scales[j] >> 4);
+        for (int i = 0; i < 16; ++i) {
+            int l = kiln_nearest_int((x[16 * j + i] + ml) / dl);
+            L[16 * j + i] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
+        }
+    }
+    kiln_pack_2bit_k(L, y->qs);
+}
+
+/* ggml's quantize_row_q2_K_ref for one super-block. */
+static void quantize_block_ref(const float *x, kiln_block_q2_k *y) {
+    uint8_t L[KILN_QK_K];
+    float weights[16], mins[16], scales[16];
+    float max_scale = 0, max_min = 0; /* scales are >= 0 once the min is taken out */
+    for (int j = 0; j < 16; ++j) {
+        for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
+        scales[j] = kiln_make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], NULL,
+                                          -0.5f, 0.1f, 15, true);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    memset(y->scales, 0, sizeof y->scales);
+    y->d = kiln_fp32_to_fp16(0.f);
+    y->dmin = kiln_fp32_to_fp16(0.f);
+    if (max_scale > 0) {
+        float iscale = 15.f / max_scale;
+        for (int j = 0; j < 16; ++j) y->scales[j] = (uint8_t)kiln_nearest_int(iscale * scales[j]);
+        y->d = kiln_fp32_to_fp16(max_scale / 15.f);
+    }
+    if (max_min > 0) {
+        float iscale = 15.f / max_min;
+        for (int j = 0; j < 16; ++j) y->scales[j] |= (uint8_t)(kiln_nearest_int(iscale * mins[j]) << 4);
+        y->dmin = kiln_fp32_to_fp16(max_min / 15.f);
+    }
+    requantize(x, y, L);
+}
+
+/* ggml's quantize_row_q2_K_impl for one super-block; qw = its imatrix. */
+static void quantize_block_imx(const float *x, kiln_block_q2_k *y, const float *qw) {
+    uint8_t L[KILN_QK_K], Ls[16], Lm[16];
+    float weight[16], sw[16], mins[16], scales[16];
+    float sumx2 = 0;
+    for (int j = 0; j < KILN_QK_K; ++j) sumx2 += x[j] * x[j];
+    float sigma2 = sumx2 / KILN_QK_K;
+    for (int j = 0; j < 16; ++j) {
+        float s = 0;
+        for (int l = 0; l < 16; ++l) {
+            weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            s += weight[l];
+        }
+        sw[j] = s;
+        scales[j] = kiln_make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], NULL,
+                                          -0.9f, 0.05f, 36, false);
+    }
+    float dm = kiln_make_qp_quants(16, 15, scales, Ls, sw);
+    float mm = kiln_make_qp_quants(16, 15, mins, Lm, sw);
+    y->d = kiln_fp32_to_fp16(dm);
+    y->dmin = kiln_fp32_to_fp16(mm);
+    for (int j = 0; j < 16; ++j) y->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+    requantize(x, y, L);
+}
+
+void kiln_quantize_row_q2_k_ref(const float *src, void *dst, int64_t n) {
+    kiln_block_q2_k *y = dst;
+    for (int64_t i = 0; i < n / KILN_QK_K; ++i) quantize_block_ref(src + i * KILN_QK_K, &y[i]);
+}
+
+size_t kiln_quantize_q2_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                          const float *imatrix) {
+    int64_t nb = n_per_row / KILN_QK_K;
+    kiln_block_q2_k *y = dst;
+    for (int64_t r = 0; r < nrows; ++r)
+        for (int64_t i = 0; i < nb; ++i) {
+            const float *x = src + r * n_per_row + i * KILN_QK_K;
+            if (imatrix) quantize_block_imx(x, &y[r * nb + i], imatrix + i * KILN_QK_K);
+            else quantize_block_ref(x, &y[r * nb + i]);
+        }
+    return (size_t)(nrows * nb) * sizeof(kiln_block_q2_k);
+}
