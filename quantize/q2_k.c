@@ -119,7 +119,7 @@ static void quantize_block_ref(const float *x, kiln_block_q2_k *y) {
     }
     if (max_min > 0) {
         float iscale = 15.f / max_min;
-        for (int j = 0; j < 16; ++j) y->scales[j] |= (uint8_t)(kiln_nearest_int(iscale * mins[j]) << 4);
+        for (int j = 0; j < 16; ++j) y->scales[j] |= (uint8_t)((unsigned)kiln_nearest_int(iscale * mins[j]) << 4);
         y->dmin = kiln_fp32_to_fp16(max_min / 15.f);
     }
     requantize(x, y, L);

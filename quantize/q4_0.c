@@ -24,7 +24,7 @@
 #include <immintrin.h>
 #define KILN_X86 1
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #endif
 
 /* d and 1/d from the block's value of largest magnitude. A zero block
@@ -201,8 +201,14 @@ void kiln_dequantize_nibble_blocks(const void *src, const int8_t *table, float *
     const nibble_block *x = src;
 #ifdef KILN_X86
     kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) return nibbles_avx512(x, table, dst, n / KILN_QK);
-    if (l >= KILN_SIMD_AVX2) return nibbles_avx2(x, table, dst, n / KILN_QK);
+    if (l >= KILN_SIMD_AVX512) {
+        nibbles_avx512(x, table, dst, n / KILN_QK);
+        return;
+    }
+    if (l >= KILN_SIMD_AVX2) {
+        nibbles_avx2(x, table, dst, n / KILN_QK);
+        return;
+    }
 #endif
     nibbles_scalar(x, table, dst, n / KILN_QK);
 }

@@ -15,6 +15,8 @@
 #ifdef __x86_64__
 #include <immintrin.h>
 #define KILN_X86 1
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #endif
 
 static void q5_0_pack(float d, const uint8_t *L, kiln_block_q5_0 *y) {
@@ -49,8 +51,7 @@ static void q5_0_dequant_scalar(const kiln_block_q5_0 *x, float *y, int64_t nb) 
 /* The 32 signed levels (q - 16) of a block as bytes in weight order: low
  * half in the first register, high half in the second. Bit j of qh is
  * spread to byte j by broadcasting qh's byte j/8 and testing bit j%8. */
-__attribute__((target("avx2,fma,f16c"))) static inline void q5_0_levels(const kiln_block_q5_0 *b,
-                                                                        __m128i *lo, __m128i *hi) {
+AVX2 static inline void q5_0_levels(const kiln_block_q5_0 *b, __m128i *lo, __m128i *hi) {
     const __m128i low = _mm_set1_epi8(15), sixteen = _mm_set1_epi8(16);
     const __m128i bits = _mm_set1_epi64x((long long)0x8040201008040201ull);
     __m128i qh = _mm_set1_epi32((int)q5_0_qh(b));
@@ -63,8 +64,7 @@ __attribute__((target("avx2,fma,f16c"))) static inline void q5_0_levels(const ki
     *hi = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(q, 4), low), h1), sixteen);
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void q5_0_dequant_avx2(const kiln_block_q5_0 *x, float *y,
-                                                                       int64_t nb) {
+AVX2 static void q5_0_dequant_avx2(const kiln_block_q5_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d));
         __m128i v[2];
@@ -78,8 +78,7 @@ __attribute__((target("avx2,fma,f16c"))) static void q5_0_dequant_avx2(const kil
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-q5_0_dequant_avx512(const kiln_block_q5_0 *x, float *y, int64_t nb) {
+AVX512 static void q5_0_dequant_avx512(const kiln_block_q5_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m512 d = _mm512_set1_ps(_cvtsh_ss(x[i].d));
         __m128i lo, hi;
@@ -94,8 +93,14 @@ void kiln_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
     const kiln_block_q5_0 *x = src;
 #ifdef KILN_X86
     kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) return q5_0_dequant_avx512(x, dst, n / KILN_QK);
-    if (l >= KILN_SIMD_AVX2) return q5_0_dequant_avx2(x, dst, n / KILN_QK);
+    if (l >= KILN_SIMD_AVX512) {
+        q5_0_dequant_avx512(x, dst, n / KILN_QK);
+        return;
+    }
+    if (l >= KILN_SIMD_AVX2) {
+        q5_0_dequant_avx2(x, dst, n / KILN_QK);
+        return;
+    }
 #endif
     q5_0_dequant_scalar(x, dst, n / KILN_QK);
 }

@@ -18,6 +18,8 @@
 #ifdef __x86_64__
 #include <immintrin.h>
 #define KILN_X86 1
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #endif
 
 /* Scale and inverse scale of a block whose largest |x| is amax. When d is
@@ -54,7 +56,7 @@ static void q8_0_dequant_scalar(const kiln_block_q8_0 *x, float *y, int64_t nb) 
 /* roundf on 8 lanes: truncate, then step away from zero when the dropped
  * fraction (exact, as |v| < 2^23) is at least one half. Adding 0.5 before
  * truncating would be wrong for 0.49999997, whose sum rounds up to 1. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256i round_away8(__m256 v) {
+AVX2 static inline __m256i round_away8(__m256 v) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
@@ -63,8 +65,7 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256i round_away8(__m25
     return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void q8_0_row_avx2(const float *x, kiln_block_q8_0 *y,
-                                                                   int64_t nb) {
+AVX2 static void q8_0_row_avx2(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
@@ -92,8 +93,7 @@ __attribute__((target("avx2,fma,f16c"))) static void q8_0_row_avx2(const float *
     }
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void q8_0_dequant_avx2(const kiln_block_q8_0 *x, float *y,
-                                                                       int64_t nb) {
+AVX2 static void q8_0_dequant_avx2(const kiln_block_q8_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d));
         for (int j = 0; j < KILN_QK; j += 8) {
@@ -102,8 +102,6 @@ __attribute__((target("avx2,fma,f16c"))) static void q8_0_dequant_avx2(const kil
         }
     }
 }
-
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
 AVX512 static inline __m512i round_away16(__m512 v) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
@@ -145,8 +143,14 @@ void kiln_dequantize_row_q8_0(const void *src, float *dst, int64_t n) {
     const kiln_block_q8_0 *x = src;
 #ifdef KILN_X86
     kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) return q8_0_dequant_avx512(x, dst, n / KILN_QK);
-    if (l >= KILN_SIMD_AVX2) return q8_0_dequant_avx2(x, dst, n / KILN_QK);
+    if (l >= KILN_SIMD_AVX512) {
+        q8_0_dequant_avx512(x, dst, n / KILN_QK);
+        return;
+    }
+    if (l >= KILN_SIMD_AVX2) {
+        q8_0_dequant_avx2(x, dst, n / KILN_QK);
+        return;
+    }
 #endif
     q8_0_dequant_scalar(x, dst, n / KILN_QK);
 }
@@ -155,8 +159,14 @@ void kiln_quantize_row_q8_0_ref(const float *src, void *dst, int64_t n) {
     kiln_block_q8_0 *y = dst;
 #ifdef KILN_X86
     kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) return q8_0_row_avx512(src, y, n / KILN_QK);
-    if (l >= KILN_SIMD_AVX2) return q8_0_row_avx2(src, y, n / KILN_QK);
+    if (l >= KILN_SIMD_AVX512) {
+        q8_0_row_avx512(src, y, n / KILN_QK);
+        return;
+    }
+    if (l >= KILN_SIMD_AVX2) {
+        q8_0_row_avx2(src, y, n / KILN_QK);
+        return;
+    }
 #endif
     q8_0_row_scalar(src, y, n / KILN_QK);
 }

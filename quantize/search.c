@@ -543,7 +543,7 @@ float kiln_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const flo
     float best_mse = 0;
     for (int i = 0; i < n; ++i) {
         int l = kiln_nearest_int(iscale * x[i]);
-        float diff = x[i] - scale * l;
+        float diff = x[i] - scale * (uint8_t)l; /* ggml reads it back from uint8 L: IQ2_XXS's x < 0 wraps */
         best_mse += qw[i] * diff * diff;
     }
     for (int is = -4; is <= 4; ++is) {

@@ -15,7 +15,7 @@
 typedef struct bound { uint32_t type; double rel_rmse; } bound;
 static const bound BOUNDS[] = {
     {KILN_F32, 0}, {KILN_F16, 1e-3}, {KILN_BF16, 8e-3}, {KILN_Q8_0, 0.01},
-    {KILN_Q6_K, 0.03}, {KILN_Q5_0, 0.06}, {KILN_Q5_K, 0.06}, {KILN_Q4_0, 0.12},
+    {KILN_Q6_K, 0.03}, {KILN_Q5_0, 0.07}, {KILN_Q5_K, 0.06}, {KILN_Q4_0, 0.14},
     {KILN_Q4_K, 0.12}, {KILN_IQ4_NL, 0.12}, {KILN_Q3_K, 0.25}, {KILN_Q2_K, 0.45},
     {KILN_IQ2_XXS, 0.6},
 };

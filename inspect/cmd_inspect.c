@@ -1,0 +1,191 @@
+/* inspect/cmd_inspect.c - `kiln inspect FILE|DIR`: the CLI over
+ * inspect.c. Renders the report as text or JSON, and --dump prints a
+ * tensor's values. */
+#include "../cli/cli.h"
+#include "../core/progress.h"
+#include "format.h"
+#include "inspect.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: kiln inspect FILE|DIR [options]\n"
+    "\n"
+    "Shows a model's header, metadata, tensors and per-type totals. FILE is a\n"
+    "GGUF (any shard of a split model opens all of it), a .safetensors file,\n"
+    "a model.safetensors.index.json, or a Hugging Face model directory.\n"
+    "\n"
+    "  --json             print the report as JSON (schema kiln.inspect/1)\n"
+    "  --tensors REGEX    only tensors whose name matches (POSIX extended)\n"
+    "  --stats            min/max/mean/std and NaN/Inf counts per tensor,\n"
+    "                     after dequantization\n"
+    "  --dump NAME        print the values of tensor NAME\n"
+    "  --count N          with --dump: how many values (default 16, 0 = all)\n"
+    "  --items N          array items shown per metadata key (default 8, 0 = all)\n"
+    "  -t, --threads N    threads for --stats (default: all cores)\n"
+    "  -q, --quiet        no progress bar\n"
+    "  -h, --help         this help\n";
+
+static void print_text(json_t *r, bool stats) {
+    char size[32];
+    kiln_human_bytes((double)json_integer_value(json_object_get(r, "file_size")), size, sizeof size);
+    json_t *files = json_object_get(r, "files");
+    const char *fmt = json_string_value(json_object_get(r, "format"));
+    printf("%s: %s", json_string_value(json_object_get(r, "path")), fmt);
+    if (json_object_get(r, "version")) printf(" v%lld", (long long)json_integer_value(json_object_get(r, "version")));
+    printf(", %zu file%s, %s (%lld bytes)\n", json_array_size(files), json_array_size(files) == 1 ? "" : "s", size,
+           (long long)json_integer_value(json_object_get(r, "file_size")));
+    if (json_object_get(r, "alignment"))
+        printf("alignment %lld, ", (long long)json_integer_value(json_object_get(r, "alignment")));
+    printf("%lld tensors, %lld metadata keys\n", (long long)json_integer_value(json_object_get(r, "n_tensors")),
+           (long long)json_integer_value(json_object_get(r, "n_kv")));
+
+    json_t *md = json_object_get(r, "metadata");
+    if (json_array_size(md)) printf("\nmetadata:\n");
+    size_t i;
+    json_t *e;
+    json_array_foreach(md, i, e) {
+        char type[64];
+        const char *t = json_string_value(json_object_get(e, "type"));
+        if (!strcmp(t, "array"))
+            snprintf(type, sizeof type, "[%s x %lld]", json_string_value(json_object_get(e, "array_type")),
+                     (long long)json_integer_value(json_object_get(e, "count")));
+        else
+            snprintf(type, sizeof type, "%s", t);
+        char *val = json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
+        size_t shown = json_is_array(json_object_get(e, "value")) ? json_array_size(json_object_get(e, "value")) : 0;
+        long long count = json_integer_value(json_object_get(e, "count"));
+        if (val && strlen(val) > 160) strcpy(val + 157, "...");
+        printf("  %-44s %-18s %s%s\n", json_string_value(json_object_get(e, "key")), type, val ? val : "?",
+               !strcmp(t, "array") && (long long)shown < count ? " ..." : "");
+        free(val);
+    }
+
+    printf("\ntensors:\n  %-40s %-8s %-22s %12s %12s %7s", "name", "type", "shape", "offset", "bytes", "bpw");
+    if (stats) printf(" %11s %11s %11s %11s %5s %5s", "min", "max", "mean", "std", "nan", "inf");
+    printf("\n");
+    json_array_foreach(json_object_get(r, "tensors"), i, e) {
+        char shape[64] = "";
+        size_t d;
+        json_t *dim;
+        json_array_foreach(json_object_get(e, "shape"), d, dim)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? " x %lld" : "%lld", (long long)json_integer_value(dim));
+        printf("  %-40s %-8s %-22s %12lld %12lld %7.3f", json_string_value(json_object_get(e, "name")),
+               json_string_value(json_object_get(e, "type")), shape, (long long)json_integer_value(json_object_get(e, "offset")),
+               (long long)json_integer_value(json_object_get(e, "bytes")), json_real_value(json_object_get(e, "bpw")));
+        json_t *s = json_object_get(e, "stats");
+        if (stats && json_is_object(s))
+            printf(" %11.4g %11.4g %11.4g %11.4g %5lld %5lld", json_number_value(json_object_get(s, "min")),
+                   json_number_value(json_object_get(s, "max")), json_number_value(json_object_get(s, "mean")),
+                   json_number_value(json_object_get(s, "std")), (long long)json_integer_value(json_object_get(s, "nan")),
+                   (long long)json_integer_value(json_object_get(s, "inf")));
+        else if (stats)
+            printf(" (kiln cannot dequantize this type)");
+        printf("\n");
+    }
+    printf("\nper type:\n  %-8s %8s %14s %7s\n", "type", "count", "bytes", "share");
+    json_array_foreach(json_object_get(r, "types"), i, e)
+        printf("  %-8s %8lld %14lld %6.1f%%\n", json_string_value(json_object_get(e, "type")),
+               (long long)json_integer_value(json_object_get(e, "count")), (long long)json_integer_value(json_object_get(e, "bytes")),
+               100 * json_real_value(json_object_get(e, "share")));
+    json_t *tot = json_object_get(r, "totals");
+    printf("  %-8s %8lld %14lld  %.3f bits per weight\n", "total", (long long)json_integer_value(json_object_get(tot, "tensors")),
+           (long long)json_integer_value(json_object_get(tot, "bytes")), json_real_value(json_object_get(tot, "bpw")));
+}
+
+static int dump_tensor(const kiln_view *v, const char *name, uint64_t count, bool as_json) {
+    kiln_err err = {{0}};
+    const kiln_view_tensor *t = kiln_view_find(v, name);
+    if (!t) {
+        kiln_fail(&err, v->path, "--dump", -1, "no tensor named '%s'", name);
+        return kiln_cli_fail(&err);
+    }
+    int64_t block = kiln_view_block(t);
+    int64_t n = count == 0 || (int64_t)count > t->nelements ? t->nelements : (int64_t)count;
+    int64_t n_read = (n + block - 1) / block * block;
+    float *vals = malloc((size_t)n_read * sizeof(float));
+    if (!vals) {
+        kiln_fail(&err, v->path, name, -1, "out of memory");
+        return kiln_cli_fail(&err);
+    }
+    if (kiln_view_dequantize(t, 0, n_read, vals, &err) < 0) {
+        free(vals);
+        return kiln_cli_fail(&err);
+    }
+    if (as_json) {
+        json_t *o = json_object(), *a = json_array();
+        json_object_set_new(o, "name", json_string(t->name));
+        json_object_set_new(o, "type", json_string(t->type_name));
+        for (int64_t i = 0; i < n; i++) json_array_append_new(a, isfinite(vals[i]) ? json_real(vals[i]) : json_null());
+        json_object_set_new(o, "values", a);
+        json_dumpf(o, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(o);
+    } else {
+        printf("%s (%s, %lld elements), first %lld values:\n", t->name, t->type_name, (long long)t->nelements, (long long)n);
+        for (int64_t i = 0; i < n; i++) printf("%.9g%c", vals[i], (i % 8 == 7 || i == n - 1) ? '\n' : ' ');
+    }
+    free(vals);
+    return KILN_EXIT_OK;
+}
+
+int kiln_cmd_inspect(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"json", no_argument, 0, 'j'},     {"tensors", required_argument, 0, 'T'},
+        {"stats", no_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
+        {"count", required_argument, 0, 'n'}, {"items", required_argument, 0, 'i'},
+        {"threads", required_argument, 0, 't'}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},     {0, 0, 0, 0},
+    };
+    bool as_json = false;
+    const char *dump = NULL;
+    uint64_t count = 16, items = 8, threads = 0;
+    kiln_inspect_opts o = {0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': as_json = true; break;
+        case 'T': o.tensor_regex = optarg; break;
+        case 's': o.stats = true; break;
+        case 'd': dump = optarg; break;
+        case 'n': if (!kiln_parse_u64(optarg, &count)) return kiln_cli_usage_error("inspect", "--count needs a number"); break;
+        case 'i': if (!kiln_parse_u64(optarg, &items)) return kiln_cli_usage_error("inspect", "--items needs a number"); break;
+        case 't': if (!kiln_parse_u64(optarg, &threads) || !threads) return kiln_cli_usage_error("inspect", "--threads needs a positive number"); break;
+        case 'q': kiln_progress_quiet = true; break;
+        case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
+        default: return kiln_cli_usage_error("inspect", "unknown option");
+        }
+    }
+    if (optind != argc - 1) return kiln_cli_usage_error("inspect", "expects exactly one FILE or DIR");
+    if (threads) omp_set_num_threads((int)threads);
+    o.max_items = (size_t)items;
+    kiln_view v;
+    kiln_err err = {{0}};
+    if (kiln_view_open(&v, argv[optind], &err) < 0) return kiln_cli_fail(&err);
+    int rc = KILN_EXIT_OK;
+    if (dump) {
+        rc = dump_tensor(&v, dump, count, as_json);
+    } else {
+        json_t *r = kiln_inspect_report(&v, &o, &err);
+        if (!r) {
+            rc = kiln_cli_fail(&err);
+        } else {
+            if (as_json) {
+                json_dumpf(r, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII * 0);
+                printf("\n");
+            } else {
+                print_text(r, o.stats);
+            }
+            json_decref(r);
+        }
+    }
+    kiln_view_close(&v);
+    return rc;
+}
