@@ -14,6 +14,7 @@
 /* Each subcommand: argv[0] is the command name. Returns the exit code. */
 int kiln_cmd_inspect(int argc, char **argv);
 int kiln_cmd_diff(int argc, char **argv);
+int kiln_cmd_testmodel(int argc, char **argv);
 /* @cmd-prototypes */
 
 /* Prints "kiln: <message>" to stderr and returns KILN_EXIT_FAIL. */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/safetensors_write.h"
+#include "../core/fileio.h"
 
 typedef struct pbuf {
     uint8_t *p;

@@ -299,8 +299,13 @@ static int finish_index(kiln_gguf *g, kiln_err *err) {
     }
     kiln_tensor **sorted = malloc(g->n_tensors * sizeof *sorted + 1);
     if (!sorted) return kiln_fail(err, g->path, NULL, -1, "out of memory");
-    for (uint64_t i = 0; i < g->n_tensors; i++) sorted[i] = &g->tensors[i];
-    qsort(sorted, g->n_tensors, sizeof *sorted, cmp_by_offset);
+    bool in_order = true;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        sorted[i] = &g->tensors[i];
+        in_order = in_order && (i == 0 || cmp_by_offset(&sorted[i - 1], &sorted[i]) <= 0);
+    }
+    /* Writers lay tensors out in order, so the sort is usually skipped. */
+    if (!in_order) qsort(sorted, g->n_tensors, sizeof *sorted, cmp_by_offset);
     for (uint64_t i = 1; i < g->n_tensors; i++) {
         kiln_tensor *a = sorted[i - 1], *b = sorted[i];
         if (a->shard == b->shard && a->file_offset + a->nbytes > b->file_offset) {
@@ -356,7 +361,9 @@ static int parse_all(kiln_gguf *g, kiln_err *err) {
         g->n_tensors += rc == 0 ? n_t : 0;
         g->total_size += sh->size;
     }
-    if (rc == 0) {
+    if (rc == 0 && g->n_shards == 1) {
+        g->tensors = parts[0]; /* one shard: its array is the model's */
+    } else if (rc == 0) {
         g->tensors = kiln_arena_alloc(&p->arena, g->n_tensors * sizeof *g->tensors + 1);
         if (!g->tensors) rc = kiln_fail(err, g->path, NULL, -1, "out of memory");
         uint64_t k = 0;

@@ -4,13 +4,12 @@
  * they produce them. */
 #include "safetensors_write.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "fileio.h"
 
 typedef struct stw_tensor {
     char *name;
@@ -23,10 +22,10 @@ typedef struct stw_tensor {
 } stw_tensor;
 
 typedef struct stw_file {
-    char *path, *tmp;
+    char *path;
     uint64_t *order; /* tensor indices in file order */
     uint64_t n, cap;
-    FILE *fp;
+    kiln_outfile out; /* valid once created */
     bool created;
 } stw_file;
 
@@ -44,8 +43,6 @@ struct kiln_stw {
     int64_t pos;        /* index into files[cur_file].order; -1 before the first */
     int64_t cur;        /* tensor being written, or -1 */
     uint64_t cur_done;  /* bytes of it written so far */
-    uint64_t file_pos;  /* absolute offset in the current file, for messages */
-    char *iobuf;
 };
 
 /* The order of the safetensors library's Dtype enum, which it sorts by
@@ -56,91 +53,6 @@ static const int DTYPE_RANK[KILN_ST_DTYPE_COUNT] = {
     [KILN_ST_F8_E4M3] = 4, [KILN_ST_I16] = 5, [KILN_ST_F16] = 7, [KILN_ST_BF16] = 8,
     [KILN_ST_I32] = 9, [KILN_ST_F32] = 11, [KILN_ST_F64] = 12, [KILN_ST_I64] = 13,
 };
-
-static const char *const DTYPE_NAME[KILN_ST_DTYPE_COUNT] = {
-    [KILN_ST_F64] = "F64", [KILN_ST_F32] = "F32", [KILN_ST_F16] = "F16", [KILN_ST_BF16] = "BF16",
-    [KILN_ST_I64] = "I64", [KILN_ST_I32] = "I32", [KILN_ST_I16] = "I16", [KILN_ST_I8] = "I8",
-    [KILN_ST_U8] = "U8",   [KILN_ST_BOOL] = "BOOL", [KILN_ST_F8_E4M3] = "F8_E4M3",
-    [KILN_ST_F8_E5M2] = "F8_E5M2",
-};
-
-static const uint8_t DTYPE_SIZE[KILN_ST_DTYPE_COUNT] = {
-    [KILN_ST_F64] = 8, [KILN_ST_F32] = 4, [KILN_ST_F16] = 2, [KILN_ST_BF16] = 2,
-    [KILN_ST_I64] = 8, [KILN_ST_I32] = 4, [KILN_ST_I16] = 2, [KILN_ST_I8] = 1,
-    [KILN_ST_U8] = 1,  [KILN_ST_BOOL] = 1, [KILN_ST_F8_E4M3] = 1, [KILN_ST_F8_E5M2] = 1,
-};
-
-static char *xstrdup2(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *s = malloc(la + lb + 1);
-    if (!s) return NULL;
-    memcpy(s, a, la);
-    memcpy(s + la, b, lb + 1);
-    return s;
-}
-
-/* fsyncs the directory holding `path`, so that a rename survives a crash.
- * Filesystems that cannot sync directories (EINVAL) are let through. */
-static int sync_parent_dir(const char *path, kiln_err *err) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return kiln_fail(err, dir, NULL, -1, "cannot open directory: %s", strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0 && e != EINVAL && e != EROFS)
-        return kiln_fail(err, dir, NULL, -1, "fsync failed: %s", strerror(e));
-    return 0;
-}
-
-int kiln_write_file_atomic(const char *path, const void *data, uint64_t len, kiln_err *err) {
-    char *tmp = xstrdup2(path, ".tmp");
-    if (!tmp) return kiln_fail(err, path, NULL, -1, "out of memory");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        kiln_fail(err, tmp, NULL, -1, "cannot create: %s", strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    const uint8_t *p = data;
-    uint64_t left = len;
-    while (left > 0) {
-        ssize_t k = write(fd, p, left > (1u << 30) ? (1u << 30) : (size_t)left);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            kiln_fail(err, tmp, NULL, (int64_t)(len - left), "write failed: %s",
-                      k < 0 ? strerror(errno) : "no progress");
-            goto fail;
-        }
-        p += k;
-        left -= (uint64_t)k;
-    }
-    if (fsync(fd) != 0) {
-        kiln_fail(err, tmp, NULL, -1, "fsync failed: %s", strerror(errno));
-        goto fail;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        kiln_fail(err, tmp, NULL, -1, "close failed: %s", strerror(errno));
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        kiln_fail(err, path, NULL, -1, "cannot rename %s into place: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    return sync_parent_dir(path, err);
-fail:
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    free(tmp);
-    return -1;
-}
 
 kiln_stw *kiln_stw_create(const char *path, const kiln_stw_opts *opts, kiln_err *err) {
     size_t len = strlen(path);
@@ -206,7 +118,7 @@ int64_t kiln_stw_declare(kiln_stw *w, const char *name, kiln_st_dtype dtype, uin
     t->dtype = dtype;
     t->n_dims = n_dims;
     for (uint32_t d = 0; d < n_dims; d++) t->shape[d] = shape[d];
-    t->nbytes = nel * DTYPE_SIZE[dtype];
+    t->nbytes = nel * kiln_st_dtype_size(dtype);
     return (int64_t)w->n++;
 }
 
@@ -281,7 +193,7 @@ static int name_files(kiln_stw *w, kiln_err *err) {
             if ((f->path = malloc(len)))
                 snprintf(f->path, len, "%.*s-%05u-of-%05u.safetensors", (int)stem, w->path, i + 1, w->n_files);
         }
-        if (!f->path || !(f->tmp = xstrdup2(f->path, ".tmp")))
+        if (!f->path)
             return kiln_fail(err, w->path, NULL, -1, "out of memory");
     }
     return 0;
@@ -306,7 +218,7 @@ static char *build_header(kiln_stw *w, stw_file *f, uint64_t *len) {
         for (uint32_t d = 0; d < t->n_dims; d++) bad |= json_array_append_new(shape, json_integer(t->shape[d]));
         bad |= json_array_append_new(offs, json_integer((json_int_t)t->offset));
         bad |= json_array_append_new(offs, json_integer((json_int_t)(t->offset + t->nbytes)));
-        bad |= json_object_set_new(o, "dtype", json_string(DTYPE_NAME[t->dtype]));
+        bad |= json_object_set_new(o, "dtype", json_string(kiln_st_dtype_name(t->dtype)));
         bad |= json_object_set_new(o, "shape", shape);
         bad |= json_object_set_new(o, "data_offsets", offs);
         bad |= json_object_set_new(root, t->name, o);
@@ -331,36 +243,16 @@ static int open_file(kiln_stw *w, uint32_t i, kiln_err *err) {
     uint64_t hlen = 0;
     char *h = build_header(w, f, &hlen);
     if (!h) return kiln_fail(err, f->path, NULL, -1, "cannot build the header (bad UTF-8 in a name?)");
-    int fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || !(f->fp = fdopen(fd, "wb"))) {
-        if (fd >= 0) close(fd);
+    if (kiln_out_open(&f->out, f->path, err)) {
         free(h);
-        return kiln_fail(err, f->tmp, NULL, -1, "cannot create: %s", strerror(errno));
+        return -1;
     }
     f->created = true;
-    setvbuf(f->fp, w->iobuf, _IOFBF, 1 << 20);
     uint8_t le[8];
     for (int b = 0; b < 8; b++) le[b] = (uint8_t)(hlen >> (8 * b));
-    int ok = fwrite(le, 1, 8, f->fp) == 8 && fwrite(h, 1, hlen, f->fp) == hlen;
+    int rc = kiln_out_write(&f->out, le, 8, err) || kiln_out_write(&f->out, h, hlen, err) ? -1 : 0;
     free(h);
-    if (!ok) return kiln_fail(err, f->tmp, "header", 0, "write failed: %s", strerror(errno));
-    w->file_pos = 8 + hlen;
-    return 0;
-}
-
-static int close_file(kiln_stw *w, uint32_t i, kiln_err *err) {
-    stw_file *f = &w->files[i];
-    if (!f->fp) return 0;
-    FILE *fp = f->fp;
-    f->fp = NULL;
-    int ok = fflush(fp) == 0 && !ferror(fp) && fsync(fileno(fp)) == 0;
-    int e = errno;
-    if (fclose(fp) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    if (!ok) return kiln_fail(err, f->tmp, NULL, -1, "write failed: %s", strerror(e));
-    return 0;
+    return rc;
 }
 
 int kiln_stw_begin(kiln_stw *w, kiln_err *err) {
@@ -394,21 +286,20 @@ int kiln_stw_begin(kiln_stw *w, kiln_err *err) {
             off += t->nbytes;
         }
     }
-    if (!(w->iobuf = malloc(1 << 20))) return kiln_fail(err, w->path, NULL, -1, "out of memory");
     return open_file(w, 0, err);
 }
 
 int kiln_stw_next(kiln_stw *w, int64_t *idx, kiln_err *err) {
-    if (!w->begun || !w->iobuf) return kiln_fail(err, w->path, NULL, -1, "kiln_stw_next before kiln_stw_begin");
+    if (!w->begun || !w->n_files) return kiln_fail(err, w->path, NULL, -1, "kiln_stw_next before kiln_stw_begin");
     if (w->cur >= 0 && w->cur_done != w->t[w->cur].nbytes)
-        return kiln_fail(err, w->files[w->cur_file].path, w->t[w->cur].name, (int64_t)w->file_pos,
+        return kiln_fail(err, w->files[w->cur_file].path, w->t[w->cur].name, (int64_t)w->files[w->cur_file].out.pos,
                          "only %llu of %llu bytes written", (unsigned long long)w->cur_done,
                          (unsigned long long)w->t[w->cur].nbytes);
     w->cur = -1;
     if (w->cur_file >= w->n_files) return 0;
     w->pos++;
     while ((uint64_t)w->pos >= w->files[w->cur_file].n) {
-        if (close_file(w, w->cur_file, err)) return -1;
+        if (kiln_out_close(&w->files[w->cur_file].out, err)) return -1;
         if (++w->cur_file >= w->n_files) return 0;
         if (open_file(w, w->cur_file, err)) return -1;
         w->pos = 0;
@@ -424,12 +315,10 @@ int kiln_stw_write(kiln_stw *w, const void *data, uint64_t n, kiln_err *err) {
     stw_tensor *t = &w->t[w->cur];
     stw_file *f = &w->files[w->cur_file];
     if (n > t->nbytes - w->cur_done)
-        return kiln_fail(err, f->path, t->name, (int64_t)w->file_pos, "%llu bytes more than its %llu",
+        return kiln_fail(err, f->path, t->name, (int64_t)f->out.pos, "%llu bytes more than its %llu",
                          (unsigned long long)(n - (t->nbytes - w->cur_done)), (unsigned long long)t->nbytes);
-    if (n && fwrite(data, 1, n, f->fp) != n)
-        return kiln_fail(err, f->tmp, t->name, (int64_t)w->file_pos, "write failed: %s", strerror(errno));
+    if (kiln_out_write(&f->out, data, n, err)) return -1;
     w->cur_done += n;
-    w->file_pos += n;
     return 0;
 }
 
@@ -451,25 +340,24 @@ static void stw_free(kiln_stw *w) {
     for (uint64_t i = 0; i < w->n; i++) free(w->t[i].name);
     for (size_t i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
     for (uint32_t i = 0; i < w->n_files; i++) {
+        if (w->files[i].created) kiln_out_free(&w->files[i].out);
         free(w->files[i].path);
-        free(w->files[i].tmp);
         free(w->files[i].order);
     }
     free(w->files);
     free(w->meta);
     free(w->t);
-    free(w->iobuf);
     free(w->path);
     free(w);
 }
 
 void kiln_stw_abort(kiln_stw *w) {
     if (!w) return;
-    for (uint32_t i = 0; i < w->n_files; i++) {
-        stw_file *f = &w->files[i];
-        if (f->fp) fclose(f->fp);
-        if (f->created) unlink(f->tmp);
-    }
+    for (uint32_t i = 0; i < w->n_files; i++)
+        if (w->files[i].created) {
+            kiln_out_discard(&w->files[i].out);
+            w->files[i].created = false;
+        }
     stw_free(w);
 }
 
@@ -511,19 +399,16 @@ int kiln_stw_finish(kiln_stw *w, kiln_err *err) {
     /* trailing tensors of zero bytes need no write; anything else is missing */
     while ((r = kiln_stw_next(w, &idx, err)) == 1)
         if (w->t[idx].nbytes) {
-            kiln_fail(err, w->files[w->cur_file].path, w->t[idx].name, (int64_t)w->file_pos, "tensor never written");
+            kiln_fail(err, w->files[w->cur_file].path, w->t[idx].name, (int64_t)w->files[w->cur_file].out.pos,
+                      "tensor never written");
             goto fail;
         }
     if (r < 0) goto fail;
-    for (uint32_t i = 0; i < w->n_files; i++)
-        if (rename(w->files[i].tmp, w->files[i].path) != 0) {
-            kiln_fail(err, w->files[i].path, NULL, -1, "cannot rename %s into place: %s", w->files[i].tmp,
-                      strerror(errno));
-            goto fail;
-        } else {
-            w->files[i].created = false;
-        }
-    if (sync_parent_dir(w->path, err)) goto fail;
+    for (uint32_t i = 0; i < w->n_files; i++) {
+        if (kiln_out_commit(&w->files[i].out, err)) goto fail;
+        kiln_out_free(&w->files[i].out);
+        w->files[i].created = false;
+    }
     if (w->n_files > 1 && write_index(w, err)) goto fail;
     stw_free(w);
     return 0;

@@ -13,9 +13,9 @@
  * and model.safetensors.index.json is written beside them. As in
  * save_pretrained, a model that fits one shard is one plain file, no index.
  *
- * Every file is written as NAME.tmp and fsynced; nothing is renamed into
- * place until kiln_stw_finish() has seen every byte, so a failure leaves no
- * partial model. It does not check tensor values, and does not delete stale
+ * Every file is written as NAME.tmp and fsynced (core/fileio.h); nothing is
+ * renamed into place until kiln_stw_finish() has seen every byte, so a
+ * failure leaves no partial model. It does not check tensor values, and does not delete stale
  * files of an earlier model in the same directory: that is the caller's
  * business. */
 #ifndef KILN_SAFETENSORS_WRITE_H
@@ -46,13 +46,13 @@ kiln_stw *kiln_stw_create(const char *path, const kiln_stw_opts *opts, kiln_err 
 int kiln_stw_metadata(kiln_stw *w, const char *key, const char *value, kiln_err *err);
 
 /* Declares a tensor; `shape` has `n_dims` (0..KILN_ST_MAX_DIMS) entries, all
- * >= 0. Returns its index (0, 1, ...) or -1 (duplicate name, bad shape,
- * called after kiln_stw_begin()). */
+ * >= 0. Returns its index (0, 1, ...) or -1 (bad shape, called after
+ * kiln_stw_begin()). Duplicate names are caught by kiln_stw_begin(). */
 int64_t kiln_stw_declare(kiln_stw *w, const char *name, kiln_st_dtype dtype, uint32_t n_dims,
                          const int64_t *shape, kiln_err *err);
 
-/* Plans the files, creates their .tmp files and writes the headers.
- * Returns 0 or -1. */
+/* Plans the files and creates the first one (a file is created, header
+ * first, when writing reaches it). Returns 0 or -1 (duplicate names...). */
 int kiln_stw_begin(kiln_stw *w, kiln_err *err);
 
 /* Moves to the next tensor to be written, in file order, after checking the
@@ -81,9 +81,5 @@ int kiln_stw_finish(kiln_stw *w, kiln_err *err);
 
 /* Removes every .tmp file and frees `w`. NULL is allowed. */
 void kiln_stw_abort(kiln_stw *w);
-
-/* Writes `len` bytes to `path` atomically (path.tmp, fsync, rename). For
- * the small JSON and tokenizer files that go with a model. Returns 0 or -1. */
-int kiln_write_file_atomic(const char *path, const void *data, uint64_t len, kiln_err *err);
 
 #endif

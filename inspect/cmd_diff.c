@@ -46,11 +46,8 @@ static void print_text(json_t *r) {
     print_list("+ key", json_object_get(md, "added"));
     print_list("- key", json_object_get(md, "removed"));
     json_array_foreach(json_object_get(md, "changed"), i, e) {
-        char *va = json_dumps(json_object_get(e, "a"), JSON_ENCODE_ANY | JSON_COMPACT);
-        char *vb = json_dumps(json_object_get(e, "b"), JSON_ENCODE_ANY | JSON_COMPACT);
-        printf("~ key %s: %.120s -> %.120s\n", json_string_value(json_object_get(e, "key")), va ? va : "?", vb ? vb : "?");
-        free(va);
-        free(vb);
+        printf("~ key %s: %.120s -> %.120s\n", json_string_value(json_object_get(e, "key")),
+               json_string_value(json_object_get(e, "a")), json_string_value(json_object_get(e, "b")));
     }
     print_list("+ tensor", json_object_get(t, "added"));
     print_list("- tensor", json_object_get(t, "removed"));

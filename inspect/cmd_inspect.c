@@ -4,6 +4,7 @@
 #include "../cli/cli.h"
 #include "../core/progress.h"
 #include "format.h"
+#include <jansson.h>
 #include "inspect.h"
 
 #include <getopt.h>
@@ -31,73 +32,6 @@ static const char *USAGE =
     "  -t, --threads N    threads for --stats (default: all cores)\n"
     "  -q, --quiet        no progress bar\n"
     "  -h, --help         this help\n";
-
-static void print_text(json_t *r, bool stats) {
-    char size[32];
-    kiln_human_bytes((double)json_integer_value(json_object_get(r, "file_size")), size, sizeof size);
-    json_t *files = json_object_get(r, "files");
-    const char *fmt = json_string_value(json_object_get(r, "format"));
-    printf("%s: %s", json_string_value(json_object_get(r, "path")), fmt);
-    if (json_object_get(r, "version")) printf(" v%lld", (long long)json_integer_value(json_object_get(r, "version")));
-    printf(", %zu file%s, %s (%lld bytes)\n", json_array_size(files), json_array_size(files) == 1 ? "" : "s", size,
-           (long long)json_integer_value(json_object_get(r, "file_size")));
-    if (json_object_get(r, "alignment"))
-        printf("alignment %lld, ", (long long)json_integer_value(json_object_get(r, "alignment")));
-    printf("%lld tensors, %lld metadata keys\n", (long long)json_integer_value(json_object_get(r, "n_tensors")),
-           (long long)json_integer_value(json_object_get(r, "n_kv")));
-
-    json_t *md = json_object_get(r, "metadata");
-    if (json_array_size(md)) printf("\nmetadata:\n");
-    size_t i;
-    json_t *e;
-    json_array_foreach(md, i, e) {
-        char type[64];
-        const char *t = json_string_value(json_object_get(e, "type"));
-        if (!strcmp(t, "array"))
-            snprintf(type, sizeof type, "[%s x %lld]", json_string_value(json_object_get(e, "array_type")),
-                     (long long)json_integer_value(json_object_get(e, "count")));
-        else
-            snprintf(type, sizeof type, "%s", t);
-        char *val = json_dumps(json_object_get(e, "value"), JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
-        size_t shown = json_is_array(json_object_get(e, "value")) ? json_array_size(json_object_get(e, "value")) : 0;
-        long long count = json_integer_value(json_object_get(e, "count"));
-        if (val && strlen(val) > 160) strcpy(val + 157, "...");
-        printf("  %-44s %-18s %s%s\n", json_string_value(json_object_get(e, "key")), type, val ? val : "?",
-               !strcmp(t, "array") && (long long)shown < count ? " ..." : "");
-        free(val);
-    }
-
-    printf("\ntensors:\n  %-40s %-8s %-22s %12s %12s %7s", "name", "type", "shape", "offset", "bytes", "bpw");
-    if (stats) printf(" %11s %11s %11s %11s %5s %5s", "min", "max", "mean", "std", "nan", "inf");
-    printf("\n");
-    json_array_foreach(json_object_get(r, "tensors"), i, e) {
-        char shape[64] = "";
-        size_t d;
-        json_t *dim;
-        json_array_foreach(json_object_get(e, "shape"), d, dim)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? " x %lld" : "%lld", (long long)json_integer_value(dim));
-        printf("  %-40s %-8s %-22s %12lld %12lld %7.3f", json_string_value(json_object_get(e, "name")),
-               json_string_value(json_object_get(e, "type")), shape, (long long)json_integer_value(json_object_get(e, "offset")),
-               (long long)json_integer_value(json_object_get(e, "bytes")), json_real_value(json_object_get(e, "bpw")));
-        json_t *s = json_object_get(e, "stats");
-        if (stats && json_is_object(s))
-            printf(" %11.4g %11.4g %11.4g %11.4g %5lld %5lld", json_number_value(json_object_get(s, "min")),
-                   json_number_value(json_object_get(s, "max")), json_number_value(json_object_get(s, "mean")),
-                   json_number_value(json_object_get(s, "std")), (long long)json_integer_value(json_object_get(s, "nan")),
-                   (long long)json_integer_value(json_object_get(s, "inf")));
-        else if (stats)
-            printf(" (kiln cannot dequantize this type)");
-        printf("\n");
-    }
-    printf("\nper type:\n  %-8s %8s %14s %7s\n", "type", "count", "bytes", "share");
-    json_array_foreach(json_object_get(r, "types"), i, e)
-        printf("  %-8s %8lld %14lld %6.1f%%\n", json_string_value(json_object_get(e, "type")),
-               (long long)json_integer_value(json_object_get(e, "count")), (long long)json_integer_value(json_object_get(e, "bytes")),
-               100 * json_real_value(json_object_get(e, "share")));
-    json_t *tot = json_object_get(r, "totals");
-    printf("  %-8s %8lld %14lld  %.3f bits per weight\n", "total", (long long)json_integer_value(json_object_get(tot, "tensors")),
-           (long long)json_integer_value(json_object_get(tot, "bytes")), json_real_value(json_object_get(tot, "bpw")));
-}
 
 static int dump_tensor(const kiln_view *v, const char *name, uint64_t count, bool as_json) {
     kiln_err err = {{0}};
@@ -173,17 +107,16 @@ int kiln_cmd_inspect(int argc, char **argv) {
     if (dump) {
         rc = dump_tensor(&v, dump, count, as_json);
     } else {
-        json_t *r = kiln_inspect_report(&v, &o, &err);
-        if (!r) {
+        kiln_inspect_result r;
+        if (kiln_inspect_collect(&v, &o, &r, &err) < 0) {
             rc = kiln_cli_fail(&err);
         } else {
-            if (as_json) {
-                json_dumpf(r, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII * 0);
-                printf("\n");
-            } else {
-                print_text(r, o.stats);
-            }
-            json_decref(r);
+            static char buf[1 << 20];
+            setvbuf(stdout, buf, _IOFBF, sizeof buf);
+            if (as_json) kiln_inspect_write_json(stdout, &v, &r, &o);
+            else kiln_inspect_write_text(stdout, &v, &r, &o);
+            fflush(stdout);
+            kiln_inspect_free(&r);
         }
     }
     kiln_view_close(&v);

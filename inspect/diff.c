@@ -22,8 +22,11 @@ static json_t *metadata_diff(const kiln_gguf *a, const kiln_gguf *b) {
         } else if (!kiln_value_equal(&a->kv[i].val, &other->val)) {
             json_t *c = json_object();
             json_object_set_new(c, "key", json_string(k));
-            json_object_set_new(c, "a", kiln_value_json(&a->kv[i].val, 8));
-            json_object_set_new(c, "b", kiln_value_json(&other->val, 8));
+            char va[512], vb[512];
+            kiln_value_str(&a->kv[i].val, va, sizeof va, 8);
+            kiln_value_str(&other->val, vb, sizeof vb, 8);
+            json_object_set_new(c, "a", json_string(va));
+            json_object_set_new(c, "b", json_string(vb));
             json_array_append_new(changed, c);
         }
         free(k);

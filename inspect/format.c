@@ -103,39 +103,43 @@ void kiln_value_str(const kiln_value *v, char *out, size_t cap, size_t max_items
     add_value(&b, v, max_items);
 }
 
-static json_t *scalar_json(uint32_t type, const void *p) {
+static void scalar_jw(kiln_jsonw *w, uint32_t type, const void *p) {
     kiln_value v = {.type = type};
     memcpy(&v.u64, p, kiln_gguf_vtype_size(type));
     switch (type) {
-    case KILN_GGUF_UINT8: return json_integer(v.u8);
-    case KILN_GGUF_INT8: return json_integer(v.i8);
-    case KILN_GGUF_UINT16: return json_integer(v.u16);
-    case KILN_GGUF_INT16: return json_integer(v.i16);
-    case KILN_GGUF_UINT32: return json_integer(v.u32);
-    case KILN_GGUF_INT32: return json_integer(v.i32);
-    case KILN_GGUF_FLOAT32: return isfinite(v.f32) ? json_real(v.f32) : json_null();
-    case KILN_GGUF_BOOL: return json_boolean(v.b);
-    case KILN_GGUF_UINT64: return v.u64 > INT64_MAX ? json_real((double)v.u64) : json_integer((json_int_t)v.u64);
-    case KILN_GGUF_INT64: return json_integer(v.i64);
-    case KILN_GGUF_FLOAT64: return isfinite(v.f64) ? json_real(v.f64) : json_null();
-    default: return json_null();
+    case KILN_GGUF_UINT8: kiln_jw_uint(w, v.u8); break;
+    case KILN_GGUF_INT8: kiln_jw_int(w, v.i8); break;
+    case KILN_GGUF_UINT16: kiln_jw_uint(w, v.u16); break;
+    case KILN_GGUF_INT16: kiln_jw_int(w, v.i16); break;
+    case KILN_GGUF_UINT32: kiln_jw_uint(w, v.u32); break;
+    case KILN_GGUF_INT32: kiln_jw_int(w, v.i32); break;
+    case KILN_GGUF_FLOAT32: kiln_jw_real(w, v.f32); break;
+    case KILN_GGUF_BOOL: kiln_jw_bool(w, v.b); break;
+    case KILN_GGUF_UINT64: kiln_jw_uint(w, v.u64); break;
+    case KILN_GGUF_INT64: kiln_jw_int(w, v.i64); break;
+    case KILN_GGUF_FLOAT64: kiln_jw_real(w, v.f64); break;
+    default: kiln_jw_null(w); break;
     }
 }
 
-json_t *kiln_value_json(const kiln_value *v, size_t max_items) {
-    if (v->type == KILN_GGUF_STRING) return json_stringn_nocheck(v->str.ptr, v->str.len);
-    if (v->type != KILN_GGUF_ARRAY) return scalar_json(v->type, &v->u64);
-    const kiln_array *a = &v->arr;
-    json_t *arr = json_array();
-    uint64_t shown = max_items && a->n > max_items ? max_items : a->n;
-    for (uint64_t i = 0; arr && i < shown; i++) {
-        json_t *e;
-        if (a->type == KILN_GGUF_STRING) e = json_stringn_nocheck(a->strs[i].ptr, a->strs[i].len);
-        else if (a->type == KILN_GGUF_ARRAY) e = kiln_value_json(&a->vals[i], max_items);
-        else e = scalar_json(a->type, (const uint8_t *)a->data + i * kiln_gguf_vtype_size(a->type));
-        json_array_append_new(arr, e);
+void kiln_jw_value(kiln_jsonw *w, const kiln_value *v, size_t max_items) {
+    if (v->type == KILN_GGUF_STRING) {
+        kiln_jw_strn(w, v->str.ptr, v->str.len);
+        return;
     }
-    return arr;
+    if (v->type != KILN_GGUF_ARRAY) {
+        scalar_jw(w, v->type, &v->u64);
+        return;
+    }
+    const kiln_array *a = &v->arr;
+    uint64_t shown = max_items && a->n > max_items ? max_items : a->n;
+    kiln_jw_arr(w);
+    for (uint64_t i = 0; i < shown; i++) {
+        if (a->type == KILN_GGUF_STRING) kiln_jw_strn(w, a->strs[i].ptr, a->strs[i].len);
+        else if (a->type == KILN_GGUF_ARRAY) kiln_jw_value(w, &a->vals[i], max_items);
+        else scalar_jw(w, a->type, (const uint8_t *)a->data + i * kiln_gguf_vtype_size(a->type));
+    }
+    kiln_jw_end_arr(w);
 }
 
 bool kiln_value_equal(const kiln_value *a, const kiln_value *b) {

@@ -4,11 +4,11 @@
 #ifndef KILN_FORMAT_H
 #define KILN_FORMAT_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "../core/gguf.h"
+#include "../core/jsonw.h"
 
 /* "string", "[string x 1024]", "[[uint8]] x 2" ... */
 void kiln_value_type_str(const kiln_value *v, char *out, size_t cap);
@@ -17,9 +17,10 @@ void kiln_value_type_str(const kiln_value *v, char *out, size_t cap);
  * Output is truncated (ending in "...") at cap bytes. */
 void kiln_value_str(const kiln_value *v, char *out, size_t cap, size_t max_items);
 
-/* JSON form: numbers, booleans, strings, arrays (at most max_items
- * elements when max_items > 0). New reference; NULL when out of memory. */
-json_t *kiln_value_json(const kiln_value *v, size_t max_items);
+/* Streams the value as JSON: numbers, booleans, strings, arrays (at most
+ * max_items elements when max_items > 0; the key's "count" gives the
+ * full length). */
+void kiln_jw_value(kiln_jsonw *w, const kiln_value *v, size_t max_items);
 
 /* True when two values have the same type and content. */
 bool kiln_value_equal(const kiln_value *a, const kiln_value *b);

@@ -1,153 +1,205 @@
-/* inspect/inspect.c - builds the inspect report (see inspect.h). */
+/* inspect/inspect.c - collects and renders the inspect report (see
+ * inspect.h). */
 #include "inspect.h"
 
+#include "../core/jsonw.h"
 #include "../core/progress.h"
-#include "../core/types.h"
 #include "format.h"
-#include "stats.h"
 
 #include <math.h>
 #include <regex.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static json_t *metadata_json(const kiln_gguf *g, size_t max_items) {
-    json_t *arr = json_array();
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        const kiln_kv *kv = &g->kv[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "key", json_stringn_nocheck(kv->key.ptr, kv->key.len));
-        json_object_set_new(o, "type", json_string(kiln_gguf_vtype_name(kv->val.type)));
-        if (kv->val.type == KILN_GGUF_ARRAY) {
-            json_object_set_new(o, "array_type", json_string(kiln_gguf_vtype_name(kv->val.arr.type)));
-            json_object_set_new(o, "count", json_integer((json_int_t)kv->val.arr.n));
-        }
-        json_object_set_new(o, "value", kiln_value_json(&kv->val, max_items));
-        json_object_set_new(o, "offset", json_integer((json_int_t)kv->offset));
-        json_array_append_new(arr, o);
-    }
-    return arr;
-}
-
-static json_t *num(double x) {
-    return isfinite(x) ? json_real(x) : json_null();
-}
-
-json_t *kiln_inspect_report(const kiln_view *v, const kiln_inspect_opts *o, kiln_err *err) {
+int kiln_inspect_collect(const kiln_view *v, const kiln_inspect_opts *o, kiln_inspect_result *r, kiln_err *err) {
+    memset(r, 0, sizeof *r);
     regex_t re;
-    if (o->tensor_regex && regcomp(&re, o->tensor_regex, REG_EXTENDED | REG_NOSUB) != 0) {
-        kiln_fail(err, NULL, "--tensors", -1, "invalid regular expression '%s'", o->tensor_regex);
-        return NULL;
+    if (o->tensor_regex && regcomp(&re, o->tensor_regex, REG_EXTENDED | REG_NOSUB) != 0)
+        return kiln_fail(err, NULL, "--tensors", -1, "invalid regular expression '%s'", o->tensor_regex);
+    r->sel = calloc(v->n_tensors + 1, sizeof *r->sel);
+    r->stats = o->stats ? calloc(v->n_tensors + 1, sizeof *r->stats) : NULL;
+    r->has_stats = o->stats ? calloc(v->n_tensors + 1, sizeof *r->has_stats) : NULL;
+    if (!r->sel || (o->stats && (!r->stats || !r->has_stats))) {
+        if (o->tensor_regex) regfree(&re);
+        kiln_inspect_free(r);
+        return kiln_fail(err, v->path, NULL, -1, "out of memory");
     }
-    json_t *r = json_object();
-    json_object_set_new(r, "schema", json_string("kiln.inspect/1"));
-    json_object_set_new(r, "path", json_string(v->path));
-    json_object_set_new(r, "format", json_string(v->kind == KILN_VIEW_GGUF ? "gguf" : "safetensors"));
-    json_t *files = json_array();
-    if (v->gguf) {
-        json_object_set_new(r, "version", json_integer(v->gguf->version));
-        json_object_set_new(r, "alignment", json_integer((json_int_t)v->gguf->alignment));
-        for (uint32_t s = 0; s < v->gguf->n_shards; s++) json_array_append_new(files, json_string(v->gguf->shards[s].path));
-    } else {
-        for (uint32_t s = 0; s < v->st->n_files; s++) json_array_append_new(files, json_string(v->st->files[s].path));
-    }
-    json_object_set_new(r, "files", files);
-    json_object_set_new(r, "file_size", json_integer((json_int_t)v->total_size));
-    json_object_set_new(r, "n_tensors", json_integer((json_int_t)v->n_tensors));
-    json_object_set_new(r, "n_kv", json_integer(v->gguf ? (json_int_t)v->gguf->n_kv : 0));
-    json_object_set_new(r, "metadata", v->gguf ? metadata_json(v->gguf, o->max_items) : json_array());
-
-    /* Selected tensors, then optional stats over them with one progress bar. */
-    uint64_t n_sel = 0, sel_bytes = 0;
-    const kiln_view_tensor **sel = calloc(v->n_tensors + 1, sizeof *sel);
-    for (uint64_t i = 0; sel && i < v->n_tensors; i++) {
-        if (o->tensor_regex && regexec(&re, v->tensors[i].name, 0, NULL, 0) != 0) continue;
-        sel[n_sel++] = &v->tensors[i];
-        sel_bytes += v->tensors[i].nbytes;
+    for (uint64_t i = 0; i < v->n_tensors; i++) {
+        const kiln_view_tensor *t = &v->tensors[i];
+        if (o->tensor_regex && regexec(&re, t->name, 0, NULL, 0) != 0) continue;
+        r->sel[r->n_sel++] = t;
+        r->total_bytes += t->nbytes;
+        r->total_elements += (uint64_t)t->nelements;
+        int k = 0;
+        while (k < r->n_types && strcmp(r->types[k].type, t->type_name)) k++;
+        if (k == r->n_types && k < 64) r->types[r->n_types++] = (kiln_type_total){t->type_name, 0, 0};
+        if (k < 64) {
+            r->types[k].count++;
+            r->types[k].bytes += t->nbytes;
+        }
     }
     if (o->tensor_regex) regfree(&re);
-    if (!sel) {
-        json_decref(r);
-        kiln_fail(err, v->path, NULL, -1, "out of memory");
-        return NULL;
-    }
+    if (!o->stats) return 0;
     kiln_progress prog;
-    if (o->stats) kiln_progress_start(&prog, "stats", sel_bytes, "B");
+    kiln_progress_start(&prog, "stats", r->total_bytes, "B");
+    for (uint64_t i = 0; i < r->n_sel; i++) {
+        if (!kiln_view_can_dequantize(r->sel[i])) continue;
+        if (kiln_tensor_stats(r->sel[i], &r->stats[i], &prog, err) < 0) {
+            kiln_progress_end(&prog);
+            kiln_inspect_free(r);
+            return -1;
+        }
+        r->has_stats[i] = true;
+    }
+    kiln_progress_end(&prog);
+    return 0;
+}
 
-    json_t *tensors = json_array();
-    json_t *types = json_object(); /* type -> {count, bytes}, in first-seen order */
-    uint64_t total_bytes = 0, total_el = 0;
-    for (uint64_t i = 0; i < n_sel; i++) {
-        const kiln_view_tensor *t = sel[i];
-        json_t *tj = json_object();
-        json_object_set_new(tj, "name", json_string(t->name));
-        json_object_set_new(tj, "type", json_string(t->type_name));
-        json_t *shape = json_array();
-        for (uint32_t d = 0; d < t->n_dims; d++) json_array_append_new(shape, json_integer(t->shape[d]));
-        json_object_set_new(tj, "shape", shape);
-        json_object_set_new(tj, "elements", json_integer(t->nelements));
-        json_object_set_new(tj, "offset", json_integer((json_int_t)t->offset));
-        json_object_set_new(tj, "bytes", json_integer((json_int_t)t->nbytes));
-        json_object_set_new(tj, "bpw", json_real(t->nelements ? (double)t->nbytes * 8 / (double)t->nelements : 0));
-        if (o->stats) {
-            kiln_stats s;
-            if (!kiln_view_can_dequantize(t)) {
-                json_object_set_new(tj, "stats", json_null());
-            } else if (kiln_tensor_stats(t, &s, &prog, err) < 0) {
-                kiln_progress_end(&prog);
-                json_decref(tj);
-                json_decref(tensors);
-                json_decref(types);
-                json_decref(r);
-                free(sel);
-                return NULL;
+void kiln_inspect_free(kiln_inspect_result *r) {
+    free(r->sel);
+    free(r->stats);
+    free(r->has_stats);
+    memset(r, 0, sizeof *r);
+}
+
+static double bpw(uint64_t bytes, uint64_t elements) {
+    return elements ? (double)bytes * 8 / (double)elements : 0;
+}
+
+void kiln_inspect_write_json(FILE *out, const kiln_view *v, const kiln_inspect_result *r, const kiln_inspect_opts *o) {
+    kiln_jsonw w;
+    kiln_jw_init(&w, out, true);
+    kiln_jw_obj(&w);
+    kiln_jw_key(&w, "schema"); kiln_jw_str(&w, "kiln.inspect/1");
+    kiln_jw_key(&w, "path"); kiln_jw_str(&w, v->path);
+    kiln_jw_key(&w, "format"); kiln_jw_str(&w, v->gguf ? "gguf" : "safetensors");
+    if (v->gguf) {
+        kiln_jw_key(&w, "version"); kiln_jw_uint(&w, v->gguf->version);
+        kiln_jw_key(&w, "alignment"); kiln_jw_uint(&w, v->gguf->alignment);
+    }
+    kiln_jw_key(&w, "files");
+    kiln_jw_arr(&w);
+    if (v->gguf)
+        for (uint32_t s = 0; s < v->gguf->n_shards; s++) kiln_jw_str(&w, v->gguf->shards[s].path);
+    else
+        for (uint32_t s = 0; s < v->st->n_files; s++) kiln_jw_str(&w, v->st->files[s].path);
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "file_size"); kiln_jw_uint(&w, v->total_size);
+    kiln_jw_key(&w, "n_tensors"); kiln_jw_uint(&w, v->n_tensors);
+    kiln_jw_key(&w, "n_kv"); kiln_jw_uint(&w, v->gguf ? v->gguf->n_kv : 0);
+    kiln_jw_key(&w, "metadata");
+    kiln_jw_arr(&w);
+    for (uint64_t i = 0; v->gguf && i < v->gguf->n_kv; i++) {
+        const kiln_kv *kv = &v->gguf->kv[i];
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "key"); kiln_jw_strn(&w, kv->key.ptr, kv->key.len);
+        kiln_jw_key(&w, "type"); kiln_jw_str(&w, kiln_gguf_vtype_name(kv->val.type));
+        if (kv->val.type == KILN_GGUF_ARRAY) {
+            kiln_jw_key(&w, "array_type"); kiln_jw_str(&w, kiln_gguf_vtype_name(kv->val.arr.type));
+            kiln_jw_key(&w, "count"); kiln_jw_uint(&w, kv->val.arr.n);
+        }
+        kiln_jw_key(&w, "value"); kiln_jw_value(&w, &kv->val, o->max_items);
+        kiln_jw_key(&w, "offset"); kiln_jw_uint(&w, kv->offset);
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "tensors");
+    kiln_jw_arr(&w);
+    for (uint64_t i = 0; i < r->n_sel; i++) {
+        const kiln_view_tensor *t = r->sel[i];
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "name"); kiln_jw_str(&w, t->name);
+        kiln_jw_key(&w, "type"); kiln_jw_str(&w, t->type_name);
+        kiln_jw_key(&w, "shape");
+        kiln_jw_arr(&w);
+        for (uint32_t d = 0; d < t->n_dims; d++) kiln_jw_int(&w, t->shape[d]);
+        kiln_jw_end_arr(&w);
+        kiln_jw_key(&w, "elements"); kiln_jw_int(&w, t->nelements);
+        kiln_jw_key(&w, "offset"); kiln_jw_uint(&w, t->offset);
+        kiln_jw_key(&w, "bytes"); kiln_jw_uint(&w, t->nbytes);
+        kiln_jw_key(&w, "bpw"); kiln_jw_real(&w, bpw(t->nbytes, (uint64_t)t->nelements));
+        if (r->stats) {
+            kiln_jw_key(&w, "stats");
+            if (!r->has_stats[i]) {
+                kiln_jw_null(&w);
             } else {
-                json_t *sj = json_object();
-                json_object_set_new(sj, "min", num(s.min));
-                json_object_set_new(sj, "max", num(s.max));
-                json_object_set_new(sj, "mean", num(s.mean));
-                json_object_set_new(sj, "std", num(s.std));
-                json_object_set_new(sj, "nan", json_integer((json_int_t)s.n_nan));
-                json_object_set_new(sj, "inf", json_integer((json_int_t)s.n_inf));
-                json_object_set_new(tj, "stats", sj);
+                const kiln_stats *s = &r->stats[i];
+                kiln_jw_obj(&w);
+                kiln_jw_key(&w, "min"); kiln_jw_real(&w, s->min);
+                kiln_jw_key(&w, "max"); kiln_jw_real(&w, s->max);
+                kiln_jw_key(&w, "mean"); kiln_jw_real(&w, s->mean);
+                kiln_jw_key(&w, "std"); kiln_jw_real(&w, s->std);
+                kiln_jw_key(&w, "nan"); kiln_jw_uint(&w, s->n_nan);
+                kiln_jw_key(&w, "inf"); kiln_jw_uint(&w, s->n_inf);
+                kiln_jw_end_obj(&w);
             }
         }
-        json_array_append_new(tensors, tj);
-        json_t *ty = json_object_get(types, t->type_name);
-        if (!ty) {
-            ty = json_object();
-            json_object_set_new(ty, "count", json_integer(0));
-            json_object_set_new(ty, "bytes", json_integer(0));
-            json_object_set_new(types, t->type_name, ty);
-        }
-        json_object_set_new(ty, "count", json_integer(json_integer_value(json_object_get(ty, "count")) + 1));
-        json_object_set_new(ty, "bytes", json_integer(json_integer_value(json_object_get(ty, "bytes")) + (json_int_t)t->nbytes));
-        total_bytes += t->nbytes;
-        total_el += (uint64_t)t->nelements;
+        kiln_jw_end_obj(&w);
     }
-    if (o->stats) kiln_progress_end(&prog);
-    free(sel);
-    json_object_set_new(r, "tensors", tensors);
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "types");
+    kiln_jw_arr(&w);
+    for (int k = 0; k < r->n_types; k++) {
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "type"); kiln_jw_str(&w, r->types[k].type);
+        kiln_jw_key(&w, "count"); kiln_jw_uint(&w, r->types[k].count);
+        kiln_jw_key(&w, "bytes"); kiln_jw_uint(&w, r->types[k].bytes);
+        kiln_jw_key(&w, "share"); kiln_jw_real(&w, r->total_bytes ? (double)r->types[k].bytes / (double)r->total_bytes : 0);
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "totals");
+    kiln_jw_obj(&w);
+    kiln_jw_key(&w, "tensors"); kiln_jw_uint(&w, r->n_sel);
+    kiln_jw_key(&w, "elements"); kiln_jw_uint(&w, r->total_elements);
+    kiln_jw_key(&w, "bytes"); kiln_jw_uint(&w, r->total_bytes);
+    kiln_jw_key(&w, "bpw"); kiln_jw_real(&w, bpw(r->total_bytes, r->total_elements));
+    kiln_jw_end_obj(&w);
+    kiln_jw_end_obj(&w);
+    kiln_jw_finish(&w);
+}
 
-    json_t *type_list = json_array();
-    const char *tname;
-    json_t *ty;
-    json_object_foreach(types, tname, ty) {
-        json_t *e = json_object();
-        json_object_set_new(e, "type", json_string(tname));
-        json_object_set(e, "count", json_object_get(ty, "count"));
-        json_object_set(e, "bytes", json_object_get(ty, "bytes"));
-        double b = (double)json_integer_value(json_object_get(ty, "bytes"));
-        json_object_set_new(e, "share", json_real(total_bytes ? b / (double)total_bytes : 0));
-        json_array_append_new(type_list, e);
+void kiln_inspect_write_text(FILE *out, const kiln_view *v, const kiln_inspect_result *r, const kiln_inspect_opts *o) {
+    char size[32];
+    kiln_human_bytes((double)v->total_size, size, sizeof size);
+    uint32_t n_files = v->gguf ? v->gguf->n_shards : v->st->n_files;
+    fprintf(out, "%s: %s", v->path, v->gguf ? "GGUF" : "safetensors");
+    if (v->gguf) fprintf(out, " v%u", v->gguf->version);
+    fprintf(out, ", %u file%s, %s (%llu bytes)\n", n_files, n_files == 1 ? "" : "s", size, (unsigned long long)v->total_size);
+    if (v->gguf) fprintf(out, "alignment %llu, ", (unsigned long long)v->gguf->alignment);
+    fprintf(out, "%llu tensors, %llu metadata keys\n", (unsigned long long)v->n_tensors,
+            (unsigned long long)(v->gguf ? v->gguf->n_kv : 0));
+    if (v->gguf && v->gguf->n_kv) fprintf(out, "\nmetadata:\n");
+    for (uint64_t i = 0; v->gguf && i < v->gguf->n_kv; i++) {
+        const kiln_kv *kv = &v->gguf->kv[i];
+        char type[64], val[200];
+        kiln_value_type_str(&kv->val, type, sizeof type);
+        kiln_value_str(&kv->val, val, sizeof val, o->max_items ? o->max_items : 8);
+        fprintf(out, "  %-44.*s %-18s %s\n", (int)kv->key.len, kv->key.ptr, type, val);
     }
-    json_decref(types);
-    json_object_set_new(r, "types", type_list);
-    json_t *tot = json_object();
-    json_object_set_new(tot, "tensors", json_integer((json_int_t)n_sel));
-    json_object_set_new(tot, "elements", json_integer((json_int_t)total_el));
-    json_object_set_new(tot, "bytes", json_integer((json_int_t)total_bytes));
-    json_object_set_new(tot, "bpw", json_real(total_el ? (double)total_bytes * 8 / (double)total_el : 0));
-    json_object_set_new(r, "totals", tot);
-    return r;
+    fprintf(out, "\ntensors:\n  %-40s %-8s %-22s %12s %12s %7s", "name", "type", "shape", "offset", "bytes", "bpw");
+    if (r->stats) fprintf(out, " %11s %11s %11s %11s %5s %5s", "min", "max", "mean", "std", "nan", "inf");
+    fputc('\n', out);
+    for (uint64_t i = 0; i < r->n_sel; i++) {
+        const kiln_view_tensor *t = r->sel[i];
+        char shape[64] = "";
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? " x %lld" : "%lld", (long long)t->shape[d]);
+        fprintf(out, "  %-40s %-8s %-22s %12llu %12llu %7.3f", t->name, t->type_name, shape, (unsigned long long)t->offset,
+                (unsigned long long)t->nbytes, bpw(t->nbytes, (uint64_t)t->nelements));
+        if (r->stats && r->has_stats[i]) {
+            const kiln_stats *s = &r->stats[i];
+            fprintf(out, " %11.4g %11.4g %11.4g %11.4g %5llu %5llu", s->min, s->max, s->mean, s->std,
+                    (unsigned long long)s->n_nan, (unsigned long long)s->n_inf);
+        } else if (r->stats) {
+            fprintf(out, " (kiln cannot dequantize %s)", t->type_name);
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "\nper type:\n  %-8s %8s %14s %7s\n", "type", "count", "bytes", "share");
+    for (int k = 0; k < r->n_types; k++)
+        fprintf(out, "  %-8s %8llu %14llu %6.1f%%\n", r->types[k].type, (unsigned long long)r->types[k].count,
+                (unsigned long long)r->types[k].bytes, r->total_bytes ? 100.0 * (double)r->types[k].bytes / (double)r->total_bytes : 0);
+    fprintf(out, "  %-8s %8llu %14llu  %.3f bits per weight\n", "total", (unsigned long long)r->n_sel,
+            (unsigned long long)r->total_bytes, bpw(r->total_bytes, r->total_elements));
 }

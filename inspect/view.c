@@ -21,12 +21,19 @@ static int open_gguf(kiln_view *v, const char *path, kiln_err *err) {
     v->n_tensors = v->gguf->n_tensors;
     v->total_size = v->gguf->total_size;
     v->tensors = calloc(v->n_tensors + 1, sizeof *v->tensors);
-    if (!v->tensors) return kiln_fail(err, path, NULL, -1, "out of memory");
+    /* GGUF names are not NUL-terminated; copy them all into one block. */
+    uint64_t names_len = 0;
+    for (uint64_t i = 0; i < v->n_tensors; i++) names_len += v->gguf->tensors[i].name.len + 1;
+    v->names = malloc(names_len + 1);
+    if (!v->tensors || !v->names) return kiln_fail(err, path, NULL, -1, "out of memory");
+    char *np = v->names;
     for (uint64_t i = 0; i < v->n_tensors; i++) {
         const kiln_tensor *t = &v->gguf->tensors[i];
         kiln_view_tensor *o = &v->tensors[i];
-        o->name = kiln_str_dup(t->name);
-        if (!o->name) return kiln_fail(err, path, NULL, -1, "out of memory");
+        memcpy(np, t->name.ptr, t->name.len);
+        np[t->name.len] = 0;
+        o->name = np;
+        np += t->name.len + 1;
         o->type_name = kiln_type_name(t->type);
         o->ggml_type = (int)t->type;
         o->st_dtype = -1;
@@ -52,8 +59,7 @@ static int open_st(kiln_view *v, const char *path, kiln_err *err) {
     for (uint64_t i = 0; i < v->n_tensors; i++) {
         const kiln_st_tensor *t = &v->st->tensors[i];
         kiln_view_tensor *o = &v->tensors[i];
-        o->name = strdup(t->name);
-        if (!o->name) return kiln_fail(err, path, NULL, -1, "out of memory");
+        o->name = t->name; /* owned by the kiln_st */
         o->type_name = kiln_st_dtype_name(t->dtype);
         o->ggml_type = -1;
         o->st_dtype = (int)t->dtype;
@@ -94,9 +100,8 @@ int kiln_view_open(kiln_view *v, const char *path, kiln_err *err) {
 }
 
 void kiln_view_close(kiln_view *v) {
-    if (v->tensors)
-        for (uint64_t i = 0; i < v->n_tensors; i++) free((char *)v->tensors[i].name);
     free(v->tensors);
+    free(v->names);
     kiln_gguf_close(v->gguf);
     kiln_st_close(v->st);
     memset(v, 0, sizeof *v);

@@ -40,6 +40,7 @@ typedef struct kiln_view {
     uint64_t n_tensors;
     kiln_view_tensor *tensors;
     uint64_t total_size;     /* bytes of every file in the view */
+    char *names;             /* GGUF tensor names, NUL-terminated, one block */
 } kiln_view;
 
 /* Opens `path` (a .gguf, a split shard, a .safetensors, an index .json or

@@ -111,6 +111,8 @@ static void distances(uint32_t key, int d2[KILN_IQ2XXS_GRID], int *min1, int *mi
 
 static void build(void) {
     kiln_iq2xxs_search *s = &g_search;
+    for (int k = 0; k < KILN_IQ2XXS_GRID; k++)
+        for (int i = 0; i < 8; i++) s->dec[i][k] = (float)(uint8_t)(kiln_iq2xxs_grid[k] >> 8 * i);
     for (uint32_t key = 0; key < KILN_IQ2_KEYS; key++) s->map[key] = INT32_MIN;
     for (int k = 0; k < KILN_IQ2XXS_GRID; k++) s->map[GRID_KEYS[k]] = k;
 

@@ -58,9 +58,13 @@ typedef struct kiln_iq2xxs_search {
     const uint8_t *idx;
     const uint8_t *q;
     int nlists;
+    /* Decoded coordinate i of every grid entry g, as floats, coordinate-
+     * major: the full-grid search (iq2_xxs_fit.c) scores 8 or 16 entries
+     * per instruction from it. */
+    float dec[8][KILN_IQ2XXS_GRID];
 } kiln_iq2xxs_search;
 
-/* The neighbour map, built on the first call (by whichever thread gets
+/* The neighbour map (and dec[][]), built on the first call (by whichever thread gets
  * there first; the others wait) and kept for the life of the process.
  * Returns NULL only if memory ran out on that first call. */
 const kiln_iq2xxs_search *kiln_iq2xxs_search_tables(void);

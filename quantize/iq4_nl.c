@@ -11,8 +11,8 @@
  *
  * Picking a table entry is the cost. ggml binary-searches with branches;
  * kiln's SIMD paths instead compare against the exact float thresholds at
- * which ggml's choice changes (found once per call by bisection over the
- * floats, so "nearest, ties up" is reproduced bit for bit) and evaluate all
+ * which ggml's choice changes (checked once per call against the scalar
+ * rule, so "nearest, ties up" is reproduced bit for bit) and evaluate all
  * 16 candidate scales at once, one per lane, each lane summing over the
  * block in ggml's order. The winner is then chosen by the scalar rule. */
 #include "blocks.h"
@@ -72,11 +72,17 @@ static inline float key_float(int32_t k) {
 }
 
 /* nearest_index is monotone in x (float subtraction is), and is i - 1 at
- * val[i - 1] and i at val[i], so bisection finds each switch point. */
+ * val[i - 1] and i at val[i], so bisection finds each switch point. The
+ * midpoint is tried first: near it the subtractions are exact, so it is
+ * the switch point, and the bisection is only a safety net. */
 static void iq4nl_tables_init(iq4nl_tables *t) {
     t->thr[0] = -INFINITY;
     t->val[0] = kiln_iq4nl_values[0];
     for (int i = 1; i < 16; i++) {
+        float m = 0.5f * (kiln_iq4nl_values[i - 1] + kiln_iq4nl_values[i]);
+        t->val[i] = kiln_iq4nl_values[i];
+        t->thr[i] = m;
+        if (nearest_index(m) >= i && nearest_index(nextafterf(m, -INFINITY)) < i) continue;
         int64_t lo = float_key(kiln_iq4nl_values[i - 1]), hi = float_key(kiln_iq4nl_values[i]);
         while (hi - lo > 1) {
             int64_t mid = lo + (hi - lo) / 2;
@@ -84,7 +90,6 @@ static void iq4nl_tables_init(iq4nl_tables *t) {
             else lo = mid;
         }
         t->thr[i] = key_float((int32_t)hi);
-        t->val[i] = kiln_iq4nl_values[i];
     }
 }
 
@@ -93,7 +98,9 @@ static void iq4nl_tables_init(iq4nl_tables *t) {
  * block for one scale. */
 
 /* For candidate c, with q = table[nearest_index(ids[c] * x[j])]:
- * sqx[c] = sum_j w[j] * q * x[j] and sq2[c] = sum_j w[j] * q * q. */
+ * sqx[c] = sum_j w[j] * q * x[j] and sq2[c] = sum_j w[j] * q * q, for the
+ * first nc candidates; the rest of the NCAND outputs are filled with
+ * something finite or zero. */
 static void cand_sums_scalar(const float *x, const float *w, const float *ids, int nc,
                              const iq4nl_tables *t, float *sqx, float *sq2) {
     (void)t;
@@ -107,6 +114,7 @@ static void cand_sums_scalar(const float *x, const float *w, const float *ids, i
         sqx[c] = a;
         sq2[c] = b;
     }
+    for (int c = nc; c < NCAND; c++) sqx[c] = sq2[c] = 0;
 }
 
 static void indices_scalar(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
@@ -117,7 +125,7 @@ static void indices_scalar(float id, const float *x, const iq4nl_tables *t, uint
 #ifdef KILN_X86
 /* Branch-free binary search over the thresholds: the largest i with
  * thr[i] <= al (0 if none). The first step's threshold is thr[8] in every
- * lane; the others are looked up in the lane's half of the table. */
+ * lane; the others are looked up (AVX2: in the lane's half of the table). */
 AVX2 static inline __m256i index8(__m256 al, __m256 tlo, __m256 thi, __m256 t8) {
     __m256 ge8 = _mm256_cmp_ps(al, t8, _CMP_GE_OQ);
     __m256i idx = _mm256_and_si256(_mm256_castps_si256(ge8), _mm256_set1_epi32(8));
@@ -138,7 +146,7 @@ AVX2 static void cand_sums_avx2(const float *x, const float *w, const float *ids
     const __m256 vlo = _mm256_loadu_ps(t->val), vhi = _mm256_loadu_ps(t->val + 8);
     const __m256 t8 = _mm256_set1_ps(t->thr[8]);
     const __m256i eight = _mm256_set1_epi32(8);
-    float a[NCAND], b[NCAND];
+    float a[NCAND] = {0}, b[NCAND] = {0};
     for (int g = 0; g < nc; g += 8) {
         __m256 id = _mm256_loadu_ps(ids + g), sa = _mm256_setzero_ps(), sb = _mm256_setzero_ps();
         for (int j = 0; j < KILN_QK; j++) {
@@ -154,8 +162,8 @@ AVX2 static void cand_sums_avx2(const float *x, const float *w, const float *ids
         _mm256_storeu_ps(a + g, sa);
         _mm256_storeu_ps(b + g, sb);
     }
-    memcpy(sqx, a, (size_t)nc * sizeof(float));
-    memcpy(sq2, b, (size_t)nc * sizeof(float));
+    memcpy(sqx, a, sizeof a);
+    memcpy(sq2, b, sizeof b);
 }
 
 AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
@@ -169,9 +177,9 @@ AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, u
     _mm256_storeu_si256((__m256i *)L, b);
 }
 
-AVX512 static inline __m512i index16(__m512 al, __m512 thr) {
-    __m512i idx = _mm512_setzero_si512();
-    for (int s = 8; s; s >>= 1) {
+AVX512 static inline __m512i index16(__m512 al, __m512 thr, __m512 t8) {
+    __m512i idx = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(al, t8, _CMP_GE_OQ), _mm512_set1_epi32(8));
+    for (int s = 4; s; s >>= 1) {
         __m512i cand = _mm512_add_epi32(idx, _mm512_set1_epi32(s));
         __mmask16 ge = _mm512_cmp_ps_mask(al, _mm512_permutexvar_ps(cand, thr), _CMP_GE_OQ);
         idx = _mm512_mask_mov_epi32(idx, ge, cand);
@@ -182,25 +190,25 @@ AVX512 static inline __m512i index16(__m512 al, __m512 thr) {
 AVX512 static void cand_sums_avx512(const float *x, const float *w, const float *ids, int nc,
                                     const iq4nl_tables *t, float *sqx, float *sq2) {
     const __m512 thr = _mm512_loadu_ps(t->thr), val = _mm512_loadu_ps(t->val);
+    const __m512 t8 = _mm512_set1_ps(t->thr[8]);
     __m512 id = _mm512_loadu_ps(ids), sa = _mm512_setzero_ps(), sb = _mm512_setzero_ps();
     for (int j = 0; j < KILN_QK; j++) {
         __m512 xv = _mm512_set1_ps(x[j]);
-        __m512 q = _mm512_permutexvar_ps(index16(_mm512_mul_ps(id, xv), thr), val);
+        __m512 q = _mm512_permutexvar_ps(index16(_mm512_mul_ps(id, xv), thr, t8), val);
         __m512 wq = _mm512_mul_ps(_mm512_set1_ps(w[j]), q);
         sa = _mm512_add_ps(sa, _mm512_mul_ps(wq, xv));
         sb = _mm512_add_ps(sb, _mm512_mul_ps(wq, q));
     }
-    float a[NCAND], b[NCAND];
-    _mm512_storeu_ps(a, sa);
-    _mm512_storeu_ps(b, sb);
-    memcpy(sqx, a, (size_t)nc * sizeof(float));
-    memcpy(sq2, b, (size_t)nc * sizeof(float));
+    (void)nc;
+    _mm512_storeu_ps(sqx, sa);
+    _mm512_storeu_ps(sq2, sb);
 }
 
 AVX512 static void indices_avx512(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
-    const __m512 thr = _mm512_loadu_ps(t->thr), idv = _mm512_set1_ps(id);
+    const __m512 thr = _mm512_loadu_ps(t->thr), t8 = _mm512_set1_ps(t->thr[8]);
+    const __m512 idv = _mm512_set1_ps(id);
     for (int k = 0; k < 2; k++) {
-        __m512i q = index16(_mm512_mul_ps(idv, _mm512_loadu_ps(x + 16 * k)), thr);
+        __m512i q = index16(_mm512_mul_ps(idv, _mm512_loadu_ps(x + 16 * k)), thr, t8);
         _mm_storeu_si128((__m128i *)(L + 16 * k), _mm512_cvtepi32_epi8(q));
     }
 }
@@ -235,14 +243,20 @@ static void iq4nl_kernels_init(iq4nl_kernels *k) {
 /* ---------------------------------------------------------------------
  * One block. ntry = NTRY is ggml's search, ntry = -1 its row reference
  * (first guess only, indices kept from it). qw is the block's imatrix
- * slice or NULL. */
+ * slice or NULL. For an all-zero block (d = 0) ggml's reference leaves
+ * whatever indices its buffer held; kiln writes the index of 0 instead. */
 static void iq4nl_block(const float *x, const float *qw, int ntry, const iq4nl_kernels *k,
                         kiln_block_iq4_nl *y) {
     const float v0 = kiln_iq4nl_values[0];
-    float sigma2 = 0, w[KILN_QK];
-    for (int j = 0; j < KILN_QK; j++) sigma2 += x[j] * x[j];
-    sigma2 *= 2.f / KILN_QK;
-    for (int j = 0; j < KILN_QK; j++) w[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : x[j] * x[j];
+    float w[KILN_QK];
+    if (qw) {
+        float sigma2 = 0;
+        for (int j = 0; j < KILN_QK; j++) sigma2 += x[j] * x[j];
+        sigma2 *= 2.f / KILN_QK;
+        for (int j = 0; j < KILN_QK; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+    } else {
+        for (int j = 0; j < KILN_QK; j++) w[j] = x[j] * x[j];
+    }
 
     float amax = 0, max = 0;
     for (int j = 0; j < KILN_QK; j++) {
@@ -253,21 +267,23 @@ static void iq4nl_block(const float *x, const float *qw, int ntry, const iq4nl_k
     }
     float d = 0, id = 0;
     if (amax >= GROUP_MAX_EPS) {
-        float ids[NCAND], sqx[NCAND], sq2[NCAND];
+        /* Candidate c >= 1 is try c - 1 - ntry; unused lanes repeat a try
+         * so that the division loops stay branch-free. */
+        float ids[NCAND], sqx[NCAND], sq2[NCAND], dq[NCAND];
+        for (int c = 0; c < NCAND; c++) ids[c] = ((c <= 2 * ntry + 1 ? c : 1) - 1 - ntry + v0) / max;
         ids[0] = 1 / (ntry > 0 ? -max / v0 : max / v0);
-        int nc = 1;
-        for (int itry = -ntry; itry <= ntry; itry++) ids[nc++] = (itry + v0) / max;
-        for (int c = nc; c < NCAND; c++) ids[c] = ids[0]; /* lanes the SIMD paths fill anyway */
+        int nc = ntry > 0 ? 2 * ntry + 2 : 1;
         k->cand_sums(x, w, ids, nc, &k->t, sqx, sq2);
-        /* ggml divides unguarded; a block whose weights are all zero would
-         * get a NaN scale there. Keeping the first guess is what any sane
-         * reading of "no weight anywhere" wants, and ggml's bytes are kept
-         * whenever they are finite. */
-        d = sq2[0] > 0 ? sqx[0] / sq2[0] : 1 / ids[0];
+        /* each candidate's least-squares scale; read only where sq2 > 0 */
+        for (int c = 0; c < NCAND; c++) dq[c] = sqx[c] / sq2[c];
+        /* ggml divides unguarded, so a block whose imatrix weights are all
+         * zero gets a NaN scale there; kiln keeps the first guess instead.
+         * Every block ggml quantizes to finite values is unaffected. */
+        d = sq2[0] > 0 ? dq[0] : 1 / ids[0];
         float best = d * sqx[0];
         for (int c = 1; c < nc; c++) {
             if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
-                d = sqx[c] / sq2[c];
+                d = dq[c];
                 best = d * sqx[c];
             }
         }

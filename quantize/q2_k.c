@@ -80,19 +80,58 @@ void kiln_dequantize_row_q2_k(const void *src, float *dst, int64_t n) {
 
 /* ------------------------------------------------------------------ quant */
 
+/* Levels 0..3 of 16 values against a stored scale dl and minimum ml. The
+ * SIMD variants do the same division and ggml's magic-number rounding. */
+static void levels16_scalar(const float *x, float ml, float dl, uint8_t *L) {
+    for (int i = 0; i < 16; ++i) {
+        int l = kiln_nearest_int((x[i] + ml) / dl);
+        L[i] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
+    }
+}
+
+#ifdef __x86_64__
+__attribute__((target("avx2,fma,f16c"))) static void levels16_avx2(const float *x, float ml,
+                                                                   float dl, uint8_t *L) {
+    for (int h = 0; h < 16; h += 8) {
+        __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + h), _mm256_set1_ps(ml)),
+                                 _mm256_set1_ps(dl));
+        __m256i i = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
+        i = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
+                             _mm256_set1_epi32(0x00400000));
+        i = _mm256_max_epi32(_mm256_setzero_si256(), _mm256_min_epi32(_mm256_set1_epi32(3), i));
+        int32_t t[8];
+        _mm256_storeu_si256((__m256i *)t, i);
+        for (int k = 0; k < 8; ++k) L[h + k] = (uint8_t)t[k];
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+levels16_avx512(const float *x, float ml, float dl, uint8_t *L) {
+    __m512 v = _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_set1_ps(ml)),
+                             _mm512_set1_ps(dl));
+    __m512i i = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
+    i = _mm512_sub_epi32(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)),
+                         _mm512_set1_epi32(0x00400000));
+    i = _mm512_max_epi32(_mm512_setzero_si512(), _mm512_min_epi32(_mm512_set1_epi32(3), i));
+    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(i));
+}
+#endif
+
 /* Final levels against the stored (fp16-rounded) scales, then packing.
  * Sub-blocks whose scale rounds to zero keep the search's levels, as in
  * ggml. */
 static void requantize(const float *x, kiln_block_q2_k *y, uint8_t *L) {
+    void (*levels16)(const float *, float, float, uint8_t *) = levels16_scalar;
+#ifdef __x86_64__
+    kiln_simd_level lv = kiln_simd();
+    if (lv >= KILN_SIMD_AVX512) levels16 = levels16_avx512;
+    else if (lv >= KILN_SIMD_AVX2) levels16 = levels16_avx2;
+#endif
     const float d = kiln_fp16_to_fp32(y->d), dmin = kiln_fp16_to_fp32(y->dmin);
     for (int j = 0; j < 16; ++j) {
         const float dl = d * (y->scales[j] & 0xF);
         if (!dl) continue;
-        const float ml = dmin * (y->scales[j] >> 4);
-        for (int i = 0; i < 16; ++i) {
-            int l = kiln_nearest_int((x[16 * j + i] + ml) / dl);
-            L[16 * j + i] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
-        }
+        levels16(x + 16 * j, dmin * (y->scales[j] >> 4), dl, L + 16 * j);
     }
     kiln_pack_2bit_k(L, y->qs);
 }
@@ -166,4 +205,119 @@ size_t kiln_quantize_q2_k(const float *src, void *dst, int64_t nrows, int64_t n_
             else quantize_block_ref(x, &y[r * nb + i]);
         }
     return (size_t)(nrows * nb) * sizeof(kiln_block_q2_k);
+}
+
+/* ------------------------------------------------------------------------
+ * kiln_quantize_q2_k_refined: kiln's own imatrix search, NOT ggml's (its
+ * bytes differ from llama.cpp's; the codec table keeps ggml's search).
+ *
+ * ggml fits each sub-block's scale and minimum on its own, rounds them to
+ * 4 bits against d / dmin afterwards, and weights its search by
+ * imatrix * sqrt(sigma^2 + x^2). This starts from ggml's block and, on the
+ * imatrix weights alone (the error an imatrix says matters), alternates:
+ *  - for fixed d and dmin, every sub-block's best 4-bit (scale, minimum)
+ *    pair, all 256 tried, each with its best levels: exact for that d, dmin;
+ *  - for those integers, d and dmin by weighted least squares (the values
+ *    are linear in them), rounded to fp16.
+ * A block is replaced only when its weighted error drops, so the result is
+ * never worse than ggml's by that measure. The plain (unweighted) error may
+ * grow where the imatrix gives columns almost no weight. About 5x slower
+ * than ggml's imatrix search. */
+
+static double q2_block_err(const float *x, const float *w, const kiln_block_q2_k *y) {
+    float deq[KILN_QK_K];
+    dequant_scalar(y, deq);
+    double e = 0;
+    for (int i = 0; i < KILN_QK_K; ++i) e += w[i] * ((double)deq[i] - x[i]) * ((double)deq[i] - x[i]);
+    return e;
+}
+
+/* Best (scale, minimum) multipliers of one sub-block for fixed d, dmin,
+ * tried exhaustively, each with its own best levels. The 16 minimums of
+ * one scale are evaluated side by side (a loop the compiler vectorizes).
+ * Returns the weighted error. */
+static float q2_best_sub(const float *x, const float *w, float d, float dmin, uint8_t *sc,
+                         uint8_t *m, uint8_t *L) {
+    float best = INFINITY;
+    float b[16];
+    for (int k = 0; k < 16; ++k) b[k] = dmin * k;
+    for (int s = 0; s < 16; ++s) {
+        float a = d * s, ia = a > 0 ? 1 / a : 0;
+        float e[16] = {0};
+        for (int i = 0; i < 16; ++i)
+            for (int k = 0; k < 16; ++k) {
+                float l = ((x[i] + b[k]) * ia + 12582912.f) - 12582912.f; /* round */
+                l = l < 0 ? 0 : l > 3 ? 3 : l;
+                float r = a * l - b[k] - x[i];
+                e[k] += w[i] * r * r;
+            }
+        for (int k = 0; k < 16; ++k)
+            if (e[k] < best) {
+                best = e[k];
+                *sc = (uint8_t)s;
+                *m = (uint8_t)k;
+            }
+    }
+    float a = d * *sc, ia = a > 0 ? 1 / a : 0, bb = dmin * *m;
+    for (int i = 0; i < 16; ++i) {
+        float l = ((x[i] + bb) * ia + 12582912.f) - 12582912.f;
+        L[i] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
+    }
+    return best;
+}
+
+/* Alternates exact sub-block choices and a least-squares (d, dmin) from
+ * the start (d, dmin); keeps any block better than *y in y. */
+static void q2_descend(const float *x, const float *w, float d, float dmin, kiln_block_q2_k *y,
+                       double *best_err) {
+    kiln_block_q2_k cur;
+    uint8_t L[KILN_QK_K], sc[16], m[16];
+    double last = INFINITY;
+    for (int iter = 0; iter < 6; ++iter) {
+        for (int j = 0; j < 16; ++j)
+            q2_best_sub(x + 16 * j, w + 16 * j, d, dmin, &sc[j], &m[j], L + 16 * j);
+        cur.d = kiln_fp32_to_fp16(d);
+        cur.dmin = kiln_fp32_to_fp16(dmin);
+        for (int j = 0; j < 16; ++j) cur.scales[j] = (uint8_t)(sc[j] | (m[j] << 4));
+        kiln_pack_2bit_k(L, cur.qs);
+        double e = q2_block_err(x, w, &cur);
+        if (e < *best_err) {
+            *best_err = e;
+            *y = cur;
+        }
+        if (!(e < last)) break;
+        last = e;
+        /* d, dmin by least squares for these integers: x ~ d*(sc*L) - dmin*m */
+        double s11 = 0, s12 = 0, s22 = 0, t1 = 0, t2 = 0;
+        for (int i = 0; i < KILN_QK_K; ++i) {
+            double u = (double)sc[i / 16] * L[i], v = -(double)m[i / 16];
+            s11 += w[i] * u * u;
+            s12 += w[i] * u * v;
+            s22 += w[i] * v * v;
+            t1 += w[i] * u * x[i];
+            t2 += w[i] * v * x[i];
+        }
+        double det = s11 * s22 - s12 * s12;
+        if (!(det > 0)) break;
+        d = kiln_fp16_to_fp32(kiln_fp32_to_fp16((float)((t1 * s22 - t2 * s12) / det)));
+        dmin = kiln_fp16_to_fp32(kiln_fp32_to_fp16((float)((s11 * t2 - s12 * t1) / det)));
+    }
+}
+
+static void refine_block_imx(const float *x, const float *w, kiln_block_q2_k *y) {
+    double best_err = q2_block_err(x, w, y);
+    q2_descend(x, w, kiln_fp16_to_fp32(y->d), kiln_fp16_to_fp32(y->dmin), y, &best_err);
+}
+
+size_t kiln_quantize_q2_k_refined(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                  const float *imatrix) {
+    size_t bytes = kiln_quantize_q2_k(src, dst, nrows, n_per_row, imatrix);
+    if (!imatrix) return bytes;
+    int64_t nb = n_per_row / KILN_QK_K;
+    kiln_block_q2_k *y = dst;
+    for (int64_t r = 0; r < nrows; ++r)
+        for (int64_t i = 0; i < nb; ++i)
+            refine_block_imx(src + r * n_per_row + i * KILN_QK_K, imatrix + i * KILN_QK_K,
+                             &y[r * nb + i]);
+    return bytes;
 }

@@ -115,11 +115,53 @@ void kiln_dequantize_row_q3_k(const void *src, float *dst, int64_t n) {
 
 /* ------------------------------------------------------------------ quant */
 
+/* Levels 0..7 (level + 4) of 16 values against a stored scale dl. The
+ * SIMD variants do the same division and ggml's magic-number rounding. */
+static void levels16_scalar(const float *x, float dl, int8_t *L) {
+    for (int i = 0; i < 16; ++i) {
+        int l = kiln_nearest_int(x[i] / dl);
+        L[i] = (int8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
+    }
+}
+
+#ifdef __x86_64__
+__attribute__((target("avx2,fma,f16c"))) static void levels16_avx2(const float *x, float dl,
+                                                                   int8_t *L) {
+    for (int h = 0; h < 16; h += 8) {
+        __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + h), _mm256_set1_ps(dl));
+        __m256i i = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
+        i = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
+                             _mm256_set1_epi32(0x00400000 - 4));
+        i = _mm256_max_epi32(_mm256_setzero_si256(), _mm256_min_epi32(_mm256_set1_epi32(7), i));
+        int32_t t[8];
+        _mm256_storeu_si256((__m256i *)t, i);
+        for (int k = 0; k < 8; ++k) L[h + k] = (int8_t)t[k];
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+levels16_avx512(const float *x, float dl, int8_t *L) {
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(dl));
+    __m512i i = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
+    /* subtracting 0x400000 - 4 adds the +4 bias in the same step */
+    i = _mm512_sub_epi32(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)),
+                         _mm512_set1_epi32(0x00400000 - 4));
+    i = _mm512_max_epi32(_mm512_setzero_si512(), _mm512_min_epi32(_mm512_set1_epi32(7), i));
+    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(i));
+}
+#endif
+
 /* Stores the biased scales Ls (0..63) and d, requantizes against them and
  * packs. L holds the search's levels 0..7, kept (as in ggml) for
  * sub-blocks whose scale comes out zero. */
 static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, float d,
                          int8_t *L) {
+    void (*levels16)(const float *, float, int8_t *) = levels16_scalar;
+#ifdef __x86_64__
+    kiln_simd_level lv = kiln_simd();
+    if (lv >= KILN_SIMD_AVX512) levels16 = levels16_avx512;
+    else if (lv >= KILN_SIMD_AVX2) levels16 = levels16_avx2;
+#endif
     pack_scales(Ls, y->scales);
     y->d = kiln_fp32_to_fp16(d);
     const float dq = kiln_fp16_to_fp32(y->d);
@@ -127,11 +169,7 @@ static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, f
     unpack_scales(y->scales, sc);
     for (int j = 0; j < 16; ++j) {
         const float dl = dq * (float)(int8_t)(sc[j] - 32);
-        if (!dl) continue;
-        for (int i = 0; i < 16; ++i) {
-            int l = kiln_nearest_int(x[16 * j + i] / dl);
-            L[16 * j + i] = (int8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
-        }
+        if (dl) levels16(x + 16 * j, dl, L + 16 * j);
     }
     memset(y->hmask, 0, sizeof y->hmask);
     uint8_t low[KILN_QK_K];

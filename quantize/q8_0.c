@@ -35,7 +35,7 @@ static inline float q8_0_scale(float amax, float *id) {
 static void q8_0_row_scalar(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
         float amax = 0, id;
-        for (int j = 0; j < KILN_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < KILN_QK; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
         y[i].d = kiln_fp32_to_fp16(q8_0_scale(amax, &id));
         if (isinf(id)) {
             memset(y[i].qs, 0, sizeof y[i].qs);

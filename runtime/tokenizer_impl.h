@@ -72,10 +72,11 @@ static inline size_t kiln_utf8_len(unsigned char lead) {
     return LEN[lead >> 4];
 }
 
-/* Tokenizes one run of plain text (no special tokens in it) and appends
- * the ids. The SPM variant expects spaces already escaped to U+2581. */
-int kiln_spm_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kiln_ids *out,
-                      kiln_err *err);
+/* Tokenize one run of plain text (no special tokens in it) and append the
+ * ids. SPM escapes spaces to U+2581 itself, after prepending one space when
+ * `space_prefix` is set. */
+int kiln_spm_tokenize(const kiln_tokenizer *t, const char *text, size_t len, bool space_prefix,
+                      kiln_ids *out, kiln_err *err);
 int kiln_bpe_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kiln_ids *out,
                       kiln_err *err);
 

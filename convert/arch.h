@@ -1,0 +1,97 @@
+/* convert/arch.h - the architecture tables: one per Hugging Face
+ * architecture (arch_llama.c, arch_qwen.c, arch_gpt2.c), each saying how
+ * its tensor names map to llama.cpp's GGUF names, what shape every tensor
+ * must have in terms of config values, which transforms apply, and which
+ * metadata and tokenizer rules it follows.
+ *
+ * Adding an architecture is one table of about 50 lines plus one line in
+ * arch.c's registry. Tables describe; plan.c, meta_arch.c and the vocab
+ * files do the work. */
+#ifndef KILN_CONVERT_ARCH_H
+#define KILN_CONVERT_ARCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "kv.h"
+
+/* Symbolic tensor dimensions, resolved from config.json (hparams.c). */
+enum cv_dim {
+    CV_D_NONE = 0, /* ends a shape */
+    CV_D_ONE,      /* literally 1 */
+    CV_D_VOCAB,    /* vocab_size */
+    CV_D_EMBD,     /* hidden_size */
+    CV_D_FF,       /* intermediate_size */
+    CV_D_Q,        /* num_attention_heads * head_dim */
+    CV_D_KV,       /* num_key_value_heads * head_dim */
+    CV_D_HEAD,     /* head_dim */
+    CV_D_NEXP,     /* number of experts */
+    CV_D_FF_EXP,   /* moe_intermediate_size */
+    CV_D_FF_SHEXP, /* shared_expert_intermediate_size */
+    CV_D_POS,      /* learned positions (n_positions) */
+    CV_D_QKV,      /* 3 * hidden_size (fused q, k, v) */
+    CV_D_COUNT
+};
+
+/* Tensor flags. */
+enum {
+    CV_T_PERMUTE_Q = 1 << 0, /* llama's q row permutation (n_head groups) */
+    CV_T_PERMUTE_K = 1 << 1, /* the same with n_head_kv groups */
+    CV_T_CONV1D = 1 << 2,    /* GPT-2 Conv1D: stored [in, out], transposed */
+    CV_T_F32 = 1 << 3,       /* .weight always F32 (router, positions) */
+    CV_T_EXPERT = 1 << 4,    /* one expert's matrix, stacked into 3-D */
+};
+
+typedef struct cv_tmap {
+    const char *hf;       /* HF name without .weight/.bias: "{bid}" is the
+                             block number, "{xid}" the expert number */
+    const char *gguf;     /* llama.cpp's name without suffix */
+    uint8_t shape[3];     /* HF shape of .weight (one expert's, for
+                             experts); a .bias has shape[0] (shape[1] for
+                             Conv1D, the whole shape for 1-D weights) */
+    uint8_t flags;
+} cv_tmap;
+
+/* Architecture flags. */
+enum {
+    CV_A_VOCAB_SPM = 1 << 0,       /* try tokenizer.model first */
+    CV_A_VOCAB_LLAMA_HF = 1 << 1,  /* then an SPM-style tokenizer.json */
+    CV_A_ADD_PREFIX_SPACE = 1 << 2, /* tokenizer_config add_prefix_space */
+    CV_A_ROPE_FREQS = 1 << 3,      /* llama3 rope scaling as a tensor */
+    CV_A_FF_4X = 1 << 4,           /* feed-forward defaults to 4 * embd */
+    CV_A_OWN_PARAMS = 1 << 5,      /* params() writes every arch key */
+};
+
+typedef struct cv_hp cv_hp;
+
+typedef struct cv_arch {
+    const char *hf_name;              /* config.json architectures[0] */
+    const char *gguf_arch;            /* general.architecture */
+    const cv_tmap *tensors;           /* ends with hf == NULL */
+    const char *strip_prefix;         /* dropped from names first, or NULL */
+    const char *const *skip_suffixes; /* tensors ignored, NULL-terminated */
+    uint32_t flags;
+    /* Arch keys after the common ones (or all of them, CV_A_OWN_PARAMS).
+     * NULL: none. Returns 0 or -1. */
+    int (*params)(const cv_hp *hp, json_t *config, cv_kv *k);
+} cv_arch;
+
+/* The architecture whose hf_name is `name`, or NULL. */
+const cv_arch *cv_arch_find(const char *name);
+
+/* "A, B, C" list of supported architectures, for error messages. */
+const char *cv_arch_list(void);
+
+/* Matches an HF name (after strip_prefix) against a table pattern: the
+ * name must be the pattern followed by ".weight" or ".bias". Sets *bid and
+ * *xid (-1 when the pattern has none) and *is_bias. */
+bool cv_tmap_match(const char *pattern, const char *name, int64_t *bid, int64_t *xid, bool *is_bias);
+
+/* The tables (arch_*.c). */
+extern const cv_arch cv_arch_llama, cv_arch_mistral, cv_arch_mixtral;
+extern const cv_arch cv_arch_qwen2, cv_arch_qwen3, cv_arch_qwen2moe, cv_arch_qwen3moe;
+extern const cv_arch cv_arch_gpt2;
+
+#endif

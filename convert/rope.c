@@ -1,0 +1,137 @@
+/* convert/rope.c - RoPE metadata and llama3 rope_freqs (see rope.h). */
+#include "rope.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+static const char *const KEYS_THETA[] = {"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
+                                         "rotary_emb_base", NULL};
+static const char *const KEYS_LOCAL_THETA[] = {"local_rope_theta", "rope_local_theta", "rope_theta_local",
+                                               "swa_rope_theta", "rope_local_base_freq", NULL};
+
+json_t *cv_rope_params(json_t *config) {
+    json_t *src = json_object_get(config, "rope_parameters");
+    if (!src) src = json_object_get(config, "rope_scaling");
+    json_t *rp = cv_json_truthy(src) && json_is_object(src) ? json_deep_copy(src) : json_object();
+    if (!rp) return NULL;
+    if (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention")) return rp;
+    json_t *local = cv_json_find(config, KEYS_LOCAL_THETA, NULL);
+    if (local && !json_is_null(local)) {
+        json_t *sw = json_object();
+        json_object_set(sw, "rope_theta", local);
+        json_object_set_new(rp, "sliding_attention", sw);
+    }
+    json_t *theta = cv_json_find(config, KEYS_THETA, NULL);
+    if (!json_object_get(rp, "rope_theta") && theta && !json_is_null(theta)) json_object_set(rp, "rope_theta", theta);
+    json_t *type = json_object_get(rp, "type");
+    if (!json_object_get(rp, "rope_type") && type && !json_is_null(type)) json_object_set(rp, "rope_type", type);
+    json_t *orig = json_object_get(config, "original_max_position_embeddings");
+    if (!json_object_get(rp, "original_max_position_embeddings") && orig && !json_is_null(orig))
+        json_object_set(rp, "original_max_position_embeddings", orig);
+    return rp;
+}
+
+/* An optional float key of `obj` written as "ARCH.suffix". */
+static int opt_f32(json_t *obj, const char *key, const char *suffix, cv_kv *k) {
+    double v;
+    json_t *j = json_object_get(obj, key);
+    if (!j || json_is_null(j)) return 0;
+    if (!cv_json_num(j, &v)) return kiln_fail(k->err, "config.json", key, -1, "must be a number");
+    return cv_kv_arch_f32(k, suffix, (float)v);
+}
+
+static int scaling_keys(json_t *p, cv_kv *k) {
+    const char *type = cv_json_str(json_object_get(p, "rope_type"));
+    if (!type) return 0;
+    json_t *factor = json_object_get(p, "factor");
+    bool has_factor = factor && !json_is_null(factor);
+    if (!strcmp(type, "linear") && has_factor) {
+        if (cv_kv_arch_str(k, "rope.scaling.type", "linear") < 0) return -1;
+        return opt_f32(p, "factor", "rope.scaling.factor", k);
+    }
+    if (!strcmp(type, "yarn") && has_factor) {
+        int64_t orig;
+        if (cv_kv_arch_str(k, "rope.scaling.type", "yarn") < 0 ||
+            opt_f32(p, "factor", "rope.scaling.factor", k) < 0)
+            return -1;
+        if (!cv_json_int(json_object_get(p, "original_max_position_embeddings"), &orig))
+            return kiln_fail(k->err, "config.json", "rope_scaling.original_max_position_embeddings", -1,
+                             "missing (needed for yarn scaling)");
+        if (cv_kv_arch_u32(k, "rope.scaling.original_context_length", (uint32_t)orig) < 0 ||
+            opt_f32(p, "extrapolation_factor", "rope.scaling.yarn_ext_factor", k) < 0)
+            return -1;
+        const char *attn = json_object_get(p, "attention_factor") ? "attention_factor" : "attn_factor";
+        if (opt_f32(p, attn, "rope.scaling.yarn_attn_factor", k) < 0 ||
+            opt_f32(p, "beta_fast", "rope.scaling.yarn_beta_fast", k) < 0)
+            return -1;
+        return opt_f32(p, "beta_slow", "rope.scaling.yarn_beta_slow", k);
+    }
+    if (!strcmp(type, "su") || !strcmp(type, "longrope")) return cv_kv_arch_str(k, "rope.scaling.type", "longrope");
+    return 0; /* dynamic, llama3 (a tensor), or unknown: no keys */
+}
+
+int cv_rope_keys(json_t *config, cv_kv *k) {
+    json_t *rp = cv_rope_params(config);
+    if (!rp) return kiln_fail(k->err, "config.json", NULL, -1, "out of memory");
+    json_t *p = json_object_get(rp, "full_attention");
+    if (!json_is_object(p)) p = rp;
+    int rc = scaling_keys(p, k);
+    if (rc == 0) rc = opt_f32(p, "rope_theta", "rope.freq_base", k);
+    json_t *sw = json_object_get(rp, "sliding_attention");
+    if (rc == 0 && json_is_object(sw)) rc = opt_f32(sw, "rope_theta", "rope.freq_base_swa", k);
+    json_decref(rp);
+    return rc;
+}
+
+static double num_or(json_t *obj, const char *key, double dflt) {
+    double v;
+    return cv_json_num(json_object_get(obj, key), &v) ? v : dflt;
+}
+
+int cv_rope_freqs(json_t *config, const cv_hp *hp, float **out, int64_t *n, kiln_err *err) {
+    *out = NULL;
+    *n = 0;
+    json_t *rp = cv_rope_params(config);
+    if (!rp) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
+    json_t *p = json_object_get(rp, "full_attention");
+    if (!json_is_object(p)) p = rp;
+    const char *type = cv_json_str(json_object_get(p, "rope_type"));
+    if (!type || strcasecmp(type, "llama3")) {
+        json_decref(rp);
+        return 0;
+    }
+    int64_t dim = hp->head_dim;
+    if (dim <= 0) {
+        json_decref(rp);
+        return kiln_fail(err, "config.json", "num_attention_heads", -1, "missing (needed for llama3 rope_freqs)");
+    }
+    /* float32 throughout, as the torch code computes it */
+    float base = (float)num_or(p, "rope_theta", 10000.0);
+    float factor = (float)num_or(p, "factor", 8.0);
+    float low = (float)num_or(p, "low_freq_factor", 1.0), high = (float)num_or(p, "high_freq_factor", 4.0);
+    double old_ctx = num_or(config, "original_max_position_embeddings", 8192.0);
+    double low_wavelen = old_ctx / num_or(p, "low_freq_factor", 1.0);
+    double high_wavelen = old_ctx / num_or(p, "high_freq_factor", 4.0);
+    json_decref(rp);
+    int64_t count = (dim + 1) / 2;
+    float *f = malloc((size_t)count * sizeof *f);
+    if (!f) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
+    for (int64_t i = 0; i < count; i++) {
+        float freq = 1.0f / powf(base, (float)(2 * i) / (float)dim);
+        float wavelen = (float)(2 * M_PI) / freq;
+        if (wavelen < high_wavelen) {
+            f[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            f[i] = factor;
+        } else {
+            float smooth = ((float)old_ctx / wavelen - low) / (high - low);
+            f[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+    *out = f;
+    *n = count;
+    return 0;
+}

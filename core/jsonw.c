@@ -1,0 +1,155 @@
+/* core/jsonw.c - see jsonw.h. Strings are escaped per RFC 8259; bytes
+ * >= 0x80 pass through (GGUF strings are UTF-8). */
+#include "jsonw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void flush(kiln_jsonw *w) {
+    fwrite(w->buf, 1, w->len, w->out);
+    w->len = 0;
+}
+
+static void put(kiln_jsonw *w, const char *s, size_t n) {
+    if (w->len + n > sizeof w->buf) {
+        flush(w);
+        if (n > sizeof w->buf) {
+            fwrite(s, 1, n, w->out);
+            return;
+        }
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
+
+static void putc_(kiln_jsonw *w, char c) {
+    if (w->len == sizeof w->buf) flush(w);
+    w->buf[w->len++] = c;
+}
+
+static void puts_(kiln_jsonw *w, const char *s) { put(w, s, strlen(s)); }
+
+void kiln_jw_init(kiln_jsonw *w, FILE *out, bool pretty) {
+    w->len = 0;
+    w->out = out;
+    w->depth = 0;
+    w->pretty = pretty;
+    w->first[0] = true;
+    w->after_key = false;
+}
+
+static void indent(kiln_jsonw *w) {
+    static const char spaces[2 * KILN_JSONW_MAX_DEPTH + 1] =
+        "                                                                ";
+    if (!w->pretty) return;
+    putc_(w, '\n');
+    put(w, spaces, (size_t)w->depth * 2);
+}
+
+/* Called before any value or key: writes the separating comma/newline. */
+static void before(kiln_jsonw *w) {
+    if (w->after_key) {
+        w->after_key = false;
+        return;
+    }
+    if (w->depth == 0) return;
+    if (!w->first[w->depth]) putc_(w, ',');
+    w->first[w->depth] = false;
+    indent(w);
+}
+
+static void open(kiln_jsonw *w, char c) {
+    before(w);
+    putc_(w, c);
+    if (w->depth + 1 < KILN_JSONW_MAX_DEPTH) w->depth++;
+    w->first[w->depth] = true;
+}
+
+static void close_(kiln_jsonw *w, char c) {
+    bool empty = w->first[w->depth];
+    if (w->depth > 0) w->depth--;
+    if (!empty) indent(w);
+    putc_(w, c);
+}
+
+void kiln_jw_obj(kiln_jsonw *w) { open(w, '{'); }
+void kiln_jw_arr(kiln_jsonw *w) { open(w, '['); }
+void kiln_jw_end_obj(kiln_jsonw *w) { close_(w, '}'); }
+void kiln_jw_end_arr(kiln_jsonw *w) { close_(w, ']'); }
+
+static void put_string(kiln_jsonw *w, const char *s, uint64_t len) {
+    putc_(w, '"');
+    uint64_t start = 0;
+    for (uint64_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        put(w, s + start, i - start);
+        start = i + 1;
+        char esc[8];
+        switch (c) {
+        case '"': puts_(w, "\\\""); break;
+        case '\\': puts_(w, "\\\\"); break;
+        case '\n': puts_(w, "\\n"); break;
+        case '\r': puts_(w, "\\r"); break;
+        case '\t': puts_(w, "\\t"); break;
+        case '\b': puts_(w, "\\b"); break;
+        case '\f': puts_(w, "\\f"); break;
+        default: snprintf(esc, sizeof esc, "\\u%04x", c); puts_(w, esc); break;
+        }
+    }
+    put(w, s + start, len - start);
+    putc_(w, '"');
+}
+
+static void put_u64(kiln_jsonw *w, uint64_t v) {
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) putc_(w, tmp[--n]);
+}
+
+void kiln_jw_key(kiln_jsonw *w, const char *key) {
+    before(w);
+    put_string(w, key, strlen(key));
+    puts_(w, w->pretty ? ": " : ":");
+    w->after_key = true;
+}
+
+void kiln_jw_strn(kiln_jsonw *w, const char *s, uint64_t len) {
+    before(w);
+    put_string(w, s, len);
+}
+void kiln_jw_str(kiln_jsonw *w, const char *s) { kiln_jw_strn(w, s, strlen(s)); }
+void kiln_jw_int(kiln_jsonw *w, int64_t v) {
+    before(w);
+    if (v < 0) putc_(w, '-');
+    put_u64(w, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+}
+void kiln_jw_uint(kiln_jsonw *w, uint64_t v) { before(w); put_u64(w, v); }
+void kiln_jw_bool(kiln_jsonw *w, bool v) { before(w); puts_(w, v ? "true" : "false"); }
+void kiln_jw_null(kiln_jsonw *w) { before(w); puts_(w, "null"); }
+
+void kiln_jw_real(kiln_jsonw *w, double v) {
+    before(w);
+    if (!isfinite(v)) {
+        puts_(w, "null");
+        return;
+    }
+    /* shortest of 9..17 digits that reads back as the same double */
+    char buf[40];
+    for (int prec = 9; prec <= 17; prec += 2) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    puts_(w, buf);
+    if (!strpbrk(buf, ".eEn")) puts_(w, ".0");
+}
+
+void kiln_jw_finish(kiln_jsonw *w) {
+    putc_(w, '\n');
+    flush(w);
+}
