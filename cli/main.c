@@ -16,6 +16,7 @@ static const command COMMANDS[] = {
     {"inspect", kiln_cmd_inspect, "show a model's header, metadata, tensors and statistics"},
     {"diff", kiln_cmd_diff, "compare two models' metadata, tensors and values"},
     {"testmodel", kiln_cmd_testmodel, "write a small synthetic Hugging Face model (any supported arch)"},
+    {"tokenize", kiln_cmd_tokenize, "show the token ids llama.cpp would give a text"},
     /* @commands: one line per subcommand, in pipeline order */
 };
 

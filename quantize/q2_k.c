@@ -6,6 +6,11 @@
  * quantize_row_q2_K_impl (imatrix * sqrt(sigma^2 + x^2) weights, squared
  * error, and searched rather than rounded sub-block scales). Both end with
  * the same requantization against the stored, rounded scales. */
+/* ggml rounds every product before adding it. -std=c11 already forbids
+ * fusing them into FMAs, but a build in GNU mode would fuse them inside
+ * the AVX-512 functions and change the bytes. */
+#pragma GCC optimize("fp-contract=off")
+
 #include "blocks.h"
 #include "quants.h"
 #include "search.h"

@@ -6,6 +6,11 @@
  * with one, ggml's quantize_row_q3_K_impl (imatrix * sqrt(sigma^2 + x^2)
  * weights and a searched scale-of-scales). Both end with the same
  * requantization against the stored scales. */
+/* ggml rounds every product before adding it. -std=c11 already forbids
+ * fusing them into FMAs, but a build in GNU mode would fuse them inside
+ * the AVX-512 functions and change the bytes. */
+#pragma GCC optimize("fp-contract=off")
+
 #include "blocks.h"
 #include "quants.h"
 #include "search.h"

@@ -5,6 +5,11 @@
  * for the k-quant dot products, so kiln_quantize_row_q8_k_ref must give
  * ggml's quantize_row_q8_K_ref bytes (including its sign convention and
  * the bsums). There is no imatrix variant; ggml has none either. */
+/* ggml rounds every product before adding it. -std=c11 already forbids
+ * fusing them into FMAs, but a build in GNU mode would fuse them inside
+ * the AVX-512 functions and change the bytes. */
+#pragma GCC optimize("fp-contract=off")
+
 #include "blocks.h"
 #include "quants.h"
 #include "search.h"

@@ -32,5 +32,6 @@ KILN_QUANT_FNS(q5_k)
 KILN_QUANT_FNS(q6_k)
 KILN_QUANT_FNS(q8_k)
 KILN_QUANT_FNS(iq2_xxs)
+size_t kiln_quantize_iq2_xxs_ggml(const float *, void *, int64_t, int64_t, const float *); /* llama.cpp's bytes */
 
 #endif

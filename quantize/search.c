@@ -11,6 +11,11 @@
  * same sequential comparison as the scalar code, so results are identical.
  * The searches whose steps depend on each other (make_q3_quants and the
  * coordinate-descent refinements) stay scalar. */
+/* ggml rounds every product before adding it. -std=c11 already forbids
+ * fusing them into FMAs, but a build in GNU mode would fuse them inside
+ * the AVX-512 functions and change the bytes. */
+#pragma GCC optimize("fp-contract=off")
+
 #include "search.h"
 
 #include "../core/cpu.h"

@@ -47,9 +47,9 @@ static int push_byte(const kiln_tokenizer *t, unsigned char byte, kiln_ids *out,
 
 int kiln_spm_tokenize(const kiln_tokenizer *t, const char *text, size_t len, bool space_prefix,
                       kiln_ids *out, kiln_err *err) {
-    size_t spaces = space_prefix;
+    size_t spaces = 0;
     for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
-    size_t blen = len + 2 * spaces; /* each space grows from 1 to 3 bytes */
+    size_t blen = len + 2 * spaces + 3 * space_prefix; /* each space grows from 1 to 3 bytes */
     char *buf = malloc(blen + 1);
     spm s = {.t = t, .buf = buf, .sym = malloc((blen + 1) * sizeof *s.sym)};
     int rc = -1;

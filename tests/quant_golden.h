@@ -26,7 +26,7 @@ static const golden_src GOLDEN_SRCS[] = {
 /* Reads a whole file under ../shared/golden/quant/ into a malloc'd buffer;
  * sets *len. Fails the test when the file is missing. */
 static inline void *golden_load(const char *fmt, const char *src, const char *type, size_t *len) {
-    char rel[512], path[4096];
+    char rel[512], path[8192];
     snprintf(rel, sizeof rel, fmt, src, type);
     snprintf(path, sizeof path, "%s/golden/quant/%s", kiln_shared(), rel);
     FILE *f = fopen(path, "rb");
@@ -46,7 +46,7 @@ static inline void *golden_load(const char *fmt, const char *src, const char *ty
  * quant/index.tsv. Returns 0 when found. */
 static inline int golden_index_rmse(const char *src, const char *type, int imx, double *rmse,
                                     double *wrmse) {
-    char path[4096], line[1024];
+    char path[8192], line[1024];
     snprintf(path, sizeof path, "%s/golden/quant/index.tsv", kiln_shared());
     FILE *f = fopen(path, "r");
     if (!f) return -1;

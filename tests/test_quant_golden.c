@@ -61,7 +61,7 @@ static void check_variant(const type_case *tc, const golden_src *src, int imx) {
                                           imx ? w : NULL, &err);
         if (wrote != qlen) fail_msg("%s: %s", tc->name, err.msg);
         codec->dequantize_row(mine, out, n);
-        double ref_rmse, ref_wrmse;
+        double ref_rmse = 0, ref_wrmse = 0;
         assert_int_equal(golden_index_rmse(src->name, tc->name, imx, &ref_rmse, &ref_wrmse), 0);
         double rmse = golden_rmse(x, out, src->rows, src->cols, NULL);
         double wrmse = golden_rmse(x, out, src->rows, src->cols, w);

@@ -1,0 +1,343 @@
+/* convert/emit.c - reading, transforming and converting planned tensors
+ * (see emit.h). */
+#include "emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fp16.h"
+#include "../core/types.h"
+#include "../quantize/codec.h"
+#include "f8.h"
+
+#define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */
+#define PAR_BLOCK (1 << 16)    /* elements per OpenMP work item */
+
+static int grow(void *pp, uint64_t *cap, uint64_t need, kiln_err *err) {
+    void **p = pp;
+    if (need <= *cap) return 0;
+    free(*p);
+    *p = malloc(need ? need : 1);
+    if (!*p) {
+        *cap = 0;
+        return kiln_fail(err, NULL, NULL, -1, "out of memory (%llu bytes)", (unsigned long long)need);
+    }
+    *cap = need;
+    return 0;
+}
+
+/* Gives back a buffer that a whole tensor made larger than a chunk. */
+static void shrink(void *pp, uint64_t *cap, uint64_t keep) {
+    void **p = pp;
+    if (*cap > keep) {
+        free(*p);
+        *p = NULL;
+        *cap = 0;
+    }
+}
+
+static const cv_out *plan_out(const cv_reader *r, uint64_t i) { return &r->plan->t[i]; }
+
+static bool is_e4m3(kiln_st_dtype d) { return d == KILN_ST_F8_E4M3; }
+
+/* Registers, for archives, the parts the stream passes before they are
+ * needed (see source.h): a simulation of the stream position. */
+static int plan_spools(cv_reader *r, kiln_err *err) {
+    if (!r->src->is_archive) return 0;
+    int64_t cur = -1;
+    uint64_t pos = 0;
+    for (uint64_t i = 0; i < r->plan->n; i++) {
+        const cv_out *o = plan_out(r, i);
+        for (uint32_t p = 0; p < o->n_parts; p++) {
+            int64_t ids[2] = {o->parts[p].scale, o->parts[p].st};
+            for (int k = 0; k < 2; k++) {
+                if (ids[k] < 0) continue;
+                const kiln_st_tensor *t = &r->st->t[ids[k]];
+                int64_t m = r->src->files[t->file].member;
+                uint64_t end = t->file_offset + t->nbytes;
+                if (m == cur && t->file_offset < pos) {
+                    if (cv_source_want_later(r->src, t->file, t->file_offset, t->nbytes) < 0)
+                        return kiln_fail(err, NULL, NULL, -1, "out of memory");
+                } else {
+                    if (m != cur) pos = 0;
+                    cur = m;
+                    if (end > pos) pos = end;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+int cv_reader_init(cv_reader *r, cv_source *src, const cv_stlist *st, const cv_plan *plan, kiln_err *err) {
+    memset(r, 0, sizeof *r);
+    r->src = src;
+    r->st = st;
+    r->plan = plan;
+    r->chunk_elems = CHUNK_ELEMS;
+    r->whole_for = -1;
+    r->scale_for = -1;
+    return plan_spools(r, err);
+}
+
+void cv_reader_free(cv_reader *r) {
+    free(r->raw);
+    free(r->f32);
+    free(r->out);
+    free(r->whole);
+    free(r->scale);
+    memset(r, 0, sizeof *r);
+}
+
+void cv_reader_done(cv_reader *r, uint64_t i) {
+    const cv_out *o = plan_out(r, i);
+    for (uint32_t p = 0; p < o->n_parts; p++) {
+        const kiln_st_tensor *t = &r->st->t[o->parts[p].st];
+        cv_source_done(r->src, t->file, t->file_offset, t->nbytes);
+        if (o->parts[p].scale >= 0) {
+            t = &r->st->t[o->parts[p].scale];
+            cv_source_done(r->src, t->file, t->file_offset, t->nbytes);
+        }
+    }
+    if (r->whole_for == (int64_t)i) {
+        free(r->whole);
+        r->whole = NULL;
+        r->whole_cap = 0;
+        r->whole_for = -1;
+    }
+}
+
+/* ---- element conversions ---------------------------------------------- */
+
+static void f16_to_f32(const void *s, float *d, int64_t n) { kiln_fp16_to_fp32_row(s, d, n); }
+static void bf16_to_f32(const void *s, float *d, int64_t n) { kiln_bf16_to_fp32_row(s, d, n); }
+
+/* n values of dtype d to f32, in parallel blocks. */
+static int to_f32(const void *src, kiln_st_dtype d, float *dst, int64_t n, kiln_err *err) {
+    void (*fn)(const void *, float *, int64_t) = d == KILN_ST_F16 ? f16_to_f32 : d == KILN_ST_BF16 ? bf16_to_f32 : NULL;
+    if (d == KILN_ST_F32) {
+        memcpy(dst, src, (size_t)n * 4);
+        return 0;
+    }
+    if (!fn) {
+        if (kiln_st_to_f32(d, src, dst, n) < 0)
+            return kiln_fail(err, NULL, "dtype", -1, "cannot convert %s to f32", kiln_st_dtype_name(d));
+        return 0;
+    }
+    uint32_t es = kiln_st_dtype_size(d);
+#pragma omp parallel for schedule(static) if (n > 4 * PAR_BLOCK)
+    for (int64_t b = 0; b < n; b += PAR_BLOCK)
+        fn((const uint8_t *)src + b * es, dst + b, n - b < PAR_BLOCK ? n - b : PAR_BLOCK);
+    return 0;
+}
+
+static void f32_to_half(const float *src, uint16_t *dst, int64_t n, bool bf16) {
+#pragma omp parallel for schedule(static) if (n > 4 * PAR_BLOCK)
+    for (int64_t b = 0; b < n; b += PAR_BLOCK) {
+        int64_t m = n - b < PAR_BLOCK ? n - b : PAR_BLOCK;
+        if (bf16) kiln_fp32_to_bf16_row(src + b, dst + b, m);
+        else kiln_fp32_to_fp16_row(src + b, dst + b, m);
+    }
+}
+
+/* gguf-py turns BF16 into f32 and back, which sets a NaN's quiet bit. */
+static void bf16_quiet_nans(uint16_t *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if ((p[i] & 0x7fff) > 0x7f80) p[i] |= 0x40;
+}
+
+/* ---- reading rows --------------------------------------------------- */
+
+static int load_scale(cv_reader *r, int64_t si, kiln_err *err) {
+    if (si == r->scale_for) return 0;
+    const kiln_st_tensor *t = &r->st->t[si];
+    uint8_t *tmp = malloc(t->nbytes ? t->nbytes : 1);
+    if (!tmp || grow(&r->scale, &r->scale_cap, (uint64_t)t->nelements * 4, err) < 0) {
+        free(tmp);
+        return tmp ? -1 : kiln_fail(err, t->name, NULL, -1, "out of memory");
+    }
+    int rc = cv_source_pread(r->src, t->file, tmp, t->nbytes, t->file_offset, err);
+    if (rc == 0 && kiln_st_to_f32(t->dtype, tmp, r->scale, t->nelements) < 0)
+        rc = kiln_fail(err, t->name, "dtype", -1, "cannot read %s scales", kiln_st_dtype_name(t->dtype));
+    free(tmp);
+    if (rc == 0) r->scale_for = si;
+    return rc;
+}
+
+/* Dequantizes rows [lr, lr + n) of F8 part p into dst. */
+static int dequant_part_rows(cv_reader *r, const cv_part *part, const uint8_t *src, float *dst, int64_t lr,
+                             int64_t n, int64_t cols, kiln_err *err) {
+    const kiln_st_tensor *t = &r->st->t[part->st];
+    const float *scale = NULL;
+    int64_t scale_cols = 0;
+    bool per_row = false;
+    if (part->scale >= 0) {
+        if (load_scale(r, part->scale, err) < 0) return -1;
+        const kiln_st_tensor *s = &r->st->t[part->scale];
+        scale = r->scale;
+        scale_cols = s->n_dims == 2 ? s->shape[1] : 0;
+        per_row = s->nelements > 1 && r->plan->block[0] == 0;
+    }
+    (void)t;
+    cv_f8_dequant_rows(src, dst, lr, n, cols, scale, scale_cols, r->plan->block, per_row);
+    return 0;
+}
+
+/* Rows [r0, r1) of a plain or stacked tensor, read from the parts. */
+static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, const void **ptr, kiln_st_dtype *cd,
+                       kiln_err *err) {
+    int64_t cols = o->ne[0], rows_pp = o->nelements / cols / o->n_parts;
+    uint32_t es = kiln_st_dtype_size(o->dtype);
+    bool f8 = is_e4m3(o->dtype);
+    if (grow(&r->raw, &r->raw_cap, (uint64_t)(r1 - r0) * cols * es, err) < 0) return -1;
+    if (f8 && grow(&r->f32, &r->f32_cap, (uint64_t)(r1 - r0) * cols * 4, err) < 0) return -1;
+    for (int64_t row = r0; row < r1;) {
+        int64_t p = row / rows_pp, lr = row % rows_pp, n = r1 - row < rows_pp - lr ? r1 - row : rows_pp - lr;
+        const kiln_st_tensor *t = &r->st->t[o->parts[p].st];
+        uint8_t *dst = r->raw + (uint64_t)(row - r0) * cols * es;
+        if (cv_source_pread(r->src, t->file, dst, (uint64_t)n * cols * es, t->file_offset + (uint64_t)lr * cols * es,
+                            err) < 0)
+            return -1;
+        if (f8 && dequant_part_rows(r, &o->parts[p], dst, r->f32 + (row - r0) * cols, lr, n, cols, err) < 0)
+            return -1;
+        row += n;
+    }
+    *ptr = f8 ? (const void *)r->f32 : r->raw;
+    *cd = f8 ? KILN_ST_F32 : o->dtype;
+    return 0;
+}
+
+/* llama's q/k permutation: within each of n_head groups of 2 * half
+ * units, unit i * 2 + j comes from unit j * half + i. */
+static void permute_units(const uint8_t *src, uint8_t *dst, int64_t units, uint64_t unit_bytes, uint32_t n_head) {
+    int64_t half = units / n_head / 2;
+#pragma omp parallel for schedule(static) if (units * (int64_t)unit_bytes > (1 << 22))
+    for (int64_t h = 0; h < (int64_t)n_head; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(dst + (uint64_t)(h * 2 * half + i * 2 + j) * unit_bytes,
+                       src + (uint64_t)(h * 2 * half + j * half + i) * unit_bytes, unit_bytes);
+}
+
+/* rows x cols elements of es bytes -> cols x rows, in 32x32 tiles. */
+static void transpose(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, uint32_t es) {
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 20))
+    for (int64_t rb = 0; rb < rows; rb += 32)
+        for (int64_t cb = 0; cb < cols; cb += 32)
+            for (int64_t r = rb; r < rb + 32 && r < rows; r++)
+                for (int64_t c = cb; c < cb + 32 && c < cols; c++)
+                    memcpy(dst + (uint64_t)(c * rows + r) * es, src + (uint64_t)(r * cols + c) * es, es);
+}
+
+/* Reads, dequantizes and transforms a permuted/transposed tensor whole. */
+static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
+    if (r->whole_for == (int64_t)i) return 0;
+    const cv_out *o = plan_out(r, i);
+    const kiln_st_tensor *t = &r->st->t[o->parts[0].st];
+    if (grow(&r->raw, &r->raw_cap, t->nbytes, err) < 0 ||
+        cv_source_pread(r->src, t->file, r->raw, t->nbytes, t->file_offset, err) < 0)
+        return -1;
+    const uint8_t *src = r->raw;
+    kiln_st_dtype sd = o->dtype;
+    int64_t cols = t->n_dims >= 2 ? t->nelements / t->shape[0] : 1;
+    if (is_e4m3(sd)) {
+        if (grow(&r->f32, &r->f32_cap, (uint64_t)t->nelements * 4, err) < 0 ||
+            dequant_part_rows(r, &o->parts[0], r->raw, r->f32, 0, t->nelements / cols, cols, err) < 0)
+            return -1;
+        src = (const uint8_t *)r->f32;
+        sd = KILN_ST_F32;
+    }
+    uint32_t es = kiln_st_dtype_size(sd);
+    if (grow(&r->whole, &r->whole_cap, (uint64_t)t->nelements * es, err) < 0) return -1;
+    if (o->xform == CV_X_PERMUTE)
+        permute_units(src, r->whole, o->src_rows, (uint64_t)(t->nelements / o->src_rows) * es, o->n_head);
+    else
+        transpose(src, r->whole, t->shape[0], t->shape[1], es);
+    r->whole_for = (int64_t)i;
+    r->whole_dtype = sd;
+    shrink(&r->raw, &r->raw_cap, (uint64_t)r->chunk_elems * 4);
+    shrink(&r->f32, &r->f32_cap, (uint64_t)r->chunk_elems * 4);
+    return 0;
+}
+
+/* Rows [r0, r1) of plan tensor i in the dtype *cd (the source's, or f32). */
+static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void **ptr, kiln_st_dtype *cd,
+                    kiln_err *err) {
+    const cv_out *o = plan_out(r, i);
+    if (o->gen) {
+        *ptr = o->gen + r0 * o->ne[0];
+        *cd = KILN_ST_F32;
+        return 0;
+    }
+    if (o->xform == CV_X_NONE) return stream_rows(r, o, r0, r1, ptr, cd, err);
+    if (load_whole(r, i, err) < 0) return -1;
+    *cd = r->whole_dtype;
+    *ptr = r->whole + (uint64_t)r0 * o->ne[0] * kiln_st_dtype_size(*cd);
+    return 0;
+}
+
+/* Converts nrows rows in dtype cd to the planned type. *out points to the
+ * result (possibly `src` itself, which may be fixed up in place). */
+static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_dtype cd, int64_t nrows,
+                        const void **out, kiln_err *err) {
+    int64_t n = nrows * o->ne[0];
+    if ((cd == KILN_ST_F32 && o->type == KILN_F32) || (cd == KILN_ST_F16 && o->type == KILN_F16)) {
+        *out = src;
+        return 0;
+    }
+    if (cd == KILN_ST_BF16 && o->type == KILN_BF16) {
+        bf16_quiet_nans((uint16_t *)src, n);
+        *out = src;
+        return 0;
+    }
+    const float *f = src;
+    if (cd != KILN_ST_F32) {
+        if (grow(&r->f32, &r->f32_cap, (uint64_t)n * 4, err) < 0 || to_f32(src, cd, r->f32, n, err) < 0) return -1;
+        f = r->f32;
+    }
+    if (o->type == KILN_F32) {
+        *out = f;
+        return 0;
+    }
+    if (grow(&r->out, &r->out_cap, kiln_type_row_bytes(o->type, (uint64_t)n), err) < 0) return -1;
+    if (o->type == KILN_F16 || o->type == KILN_BF16) {
+        f32_to_half(f, (uint16_t *)r->out, n, o->type == KILN_BF16);
+    } else if (!kiln_quantize_rows(o->type, f, r->out, nrows, o->ne[0], NULL, err)) {
+        return -1;
+    }
+    *out = r->out;
+    return 0;
+}
+
+static int64_t chunk_rows(const cv_reader *r, const cv_out *o) {
+    int64_t rows = (int64_t)r->chunk_elems / o->ne[0];
+    return rows > 0 ? rows : 1;
+}
+
+int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err *err) {
+    const cv_out *o = plan_out(r, i);
+    int64_t rows = o->nelements / o->ne[0], step = chunk_rows(r, o);
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        int64_t r1 = r0 + step < rows ? r0 + step : rows;
+        const void *src, *out;
+        kiln_st_dtype cd;
+        if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 || convert_rows(r, o, src, cd, r1 - r0, &out, err) < 0)
+            return -1;
+        if (sink(user, out, kiln_type_row_bytes(o->type, (uint64_t)((r1 - r0) * o->ne[0])), err) < 0) return -1;
+    }
+    return 0;
+}
+
+int cv_read_f32(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, float *dst, kiln_err *err) {
+    const cv_out *o = plan_out(r, i);
+    int64_t step = chunk_rows(r, o);
+    for (int64_t a = r0; a < r1; a += step) {
+        int64_t b = a + step < r1 ? a + step : r1;
+        const void *src;
+        kiln_st_dtype cd;
+        if (get_rows(r, i, a, b, &src, &cd, err) < 0 ||
+            to_f32(src, cd, dst + (a - r0) * o->ne[0], (b - a) * o->ne[0], err) < 0)
+            return -1;
+    }
+    return 0;
+}

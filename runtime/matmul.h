@@ -1,0 +1,33 @@
+/* runtime/matmul.h - the runtime's matrix products, in kiln's two numeric
+ * modes.
+ *
+ * KILN_NUM_GGML (default) converts the activations before each product the
+ * way ggml's CPU backend does for the weight type (its vec_dot_type):
+ *   F32 -> f32; F16 -> f16; BF16 -> bf16; Q8_0, Q4_0, Q5_0, IQ4_NL -> Q8_0
+ *   blocks; Q2_K..Q6_K and IQ2_XXS -> Q8_K blocks,
+ * and then takes integer (or f16/bf16) dot products block by block, as
+ * ggml's vec_dot functions do. This reproduces llama.cpp's numbers.
+ * KILN_NUM_EXACT dequantizes weight rows to f32 and multiplies f32
+ * activations with f32 accumulation: the more accurate instrument.
+ *
+ * Weights are used in place (from the mmap). Work is split across output
+ * rows with OpenMP; SIMD paths are chosen at run time. */
+#ifndef KILN_MATMUL_H
+#define KILN_MATMUL_H
+
+#include <stdint.h>
+
+typedef enum kiln_numeric_mode {
+    KILN_NUM_GGML = 0,
+    KILN_NUM_EXACT = 1,
+} kiln_numeric_mode;
+
+/* y[t * n_out + r] = sum_c W[r][c] * x[t * n_in + c], for t < n_tokens and
+ * r < n_out, where W is n_out rows of n_in weights of ggml type `wtype`
+ * stored consecutively at `w` (a GGUF tensor with ne0 = n_in, or one
+ * expert's slab of a 3-D tensor). n_in is a multiple of the type's block
+ * size. Returns 0, or -1 when kiln has no kernel for the type. */
+int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                int64_t n_tokens, float *y, kiln_numeric_mode mode);
+
+#endif

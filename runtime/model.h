@@ -1,0 +1,65 @@
+/* runtime/model.h - a GGUF model loaded for evaluation.
+ *
+ * kiln_model_load() opens a GGUF (split or not) that kiln or llama.cpp
+ * wrote for one of the supported architectures (llama and mistral incl.
+ * mixtral-style experts, qwen2, qwen3, qwen2moe, qwen3moe, gpt2), reads the
+ * hyper-parameters llama.cpp reads, and resolves every weight to a tensor
+ * in the mapping (nothing is copied). Missing or mis-shaped tensors are
+ * errors naming the tensor. */
+#ifndef KILN_MODEL_H
+#define KILN_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/gguf.h"
+#include "tokenizer.h"
+
+typedef enum kiln_arch {
+    KILN_ARCH_LLAMA,    /* llama, mistral, mixtral (experts when n_expert > 0) */
+    KILN_ARCH_QWEN2,
+    KILN_ARCH_QWEN3,
+    KILN_ARCH_QWEN2MOE,
+    KILN_ARCH_QWEN3MOE,
+    KILN_ARCH_GPT2,
+} kiln_arch;
+
+typedef struct kiln_hparams {
+    kiln_arch arch;
+    char arch_name[32];       /* general.architecture */
+    int64_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv;
+    int64_t head_dim;         /* attention.key_length, else n_embd / n_head */
+    int64_t n_ff;             /* feed_forward_length (dense) */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    bool expert_weights_norm; /* renormalise the top-k routing weights */
+    float norm_eps;           /* rms or layer norm epsilon */
+    float rope_freq_base, rope_freq_scale;
+    int64_t n_rot;            /* rope.dimension_count */
+    bool rope_neox;           /* NEOX (rotate halves) vs normal (pairs) */
+} kiln_hparams;
+
+/* Tensors of one block; NULL where the architecture has none. */
+typedef struct kiln_layer {
+    const kiln_tensor *attn_norm, *attn_norm_b;
+    const kiln_tensor *wq, *wk, *wv, *wo, *wqkv;
+    const kiln_tensor *bq, *bk, *bv, *bo, *bqkv;
+    const kiln_tensor *attn_q_norm, *attn_k_norm;
+    const kiln_tensor *ffn_norm, *ffn_norm_b;
+    const kiln_tensor *ffn_gate, *ffn_up, *ffn_down, *ffn_up_b, *ffn_down_b;
+    const kiln_tensor *ffn_gate_inp;                                  /* router */
+    const kiln_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;   /* 3-D */
+    const kiln_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
+} kiln_layer;
+
+typedef struct kiln_model {
+    kiln_gguf *gguf;
+    kiln_hparams hp;
+    kiln_tokenizer *tok;
+    const kiln_tensor *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output;
+    kiln_layer *layers;  /* hp.n_layer entries */
+} kiln_model;
+
+kiln_model *kiln_model_load(const char *path, kiln_err *err);
+void kiln_model_free(kiln_model *m);
+
+#endif

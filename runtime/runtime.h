@@ -1,0 +1,48 @@
+/* runtime/runtime.h - evaluating a loaded model: contexts, the KV cache,
+ * batched prefill and decode, and the hook through which kiln imatrix sees
+ * every matrix product's input.
+ *
+ *   kiln_ctx *c = kiln_ctx_new(model, &(kiln_ctx_params){.n_ctx = 512}, &err);
+ *   kiln_eval(c, tokens, n, logits, &err);   // logits: n x n_vocab floats
+ *   kiln_ctx_clear(c);                        // empty the KV cache
+ *
+ * kiln_eval appends the tokens at positions [n_past, n_past + n) and can be
+ * called repeatedly (prefill, then one token at a time). The KV cache is
+ * f32, as in the golden logits (type_k = type_v = F32). */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include <stdint.h>
+
+#include "matmul.h"
+#include "model.h"
+
+/* Called once per matrix product with the product's input activations:
+ * `x` is n_tokens rows of n_in floats (before any activation quantization).
+ * For 3-D expert tensors it is called once per expert with exactly the
+ * tokens routed to that expert (expert >= 0); otherwise expert is -1.
+ * Costs nothing when unset. */
+typedef void (*kiln_matmul_hook)(void *user, const char *tensor_name, int expert, const float *x,
+                                 int64_t n_tokens, int64_t n_in);
+
+typedef struct kiln_ctx_params {
+    int64_t n_ctx;             /* KV cache length; 0: the model's n_ctx_train */
+    kiln_numeric_mode mode;    /* KILN_NUM_GGML (default) or KILN_NUM_EXACT */
+    kiln_matmul_hook hook;
+    void *hook_user;
+    bool hook_output;          /* also call the hook for output.weight */
+} kiln_ctx_params;
+
+typedef struct kiln_ctx kiln_ctx;
+
+kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *err);
+void kiln_ctx_free(kiln_ctx *c);
+void kiln_ctx_clear(kiln_ctx *c);
+int64_t kiln_ctx_n_past(const kiln_ctx *c);
+
+/* Evaluates n tokens; when logits is not NULL writes n x n_vocab logits
+ * (row i = the distribution after reading tokens[0..i]). Returns -1 with a
+ * message when the cache would overflow or a token id is out of range. */
+int kiln_eval(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err);
+
+#endif
