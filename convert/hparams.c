@@ -72,7 +72,7 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
     if (!hp->dim[CV_D_FF] && (a->flags & CV_A_FF_4X) && embd) set_dim(hp, CV_D_FF, 4 * embd, "4 * n_embd");
     if (embd) {
         char k3[96];
-        snprintf(k3, sizeof k3, "3 * %s", hp->dim_key[CV_D_EMBD]);
+        snprintf(k3, sizeof k3, "3 * %.40s", hp->dim_key[CV_D_EMBD]);
         set_dim(hp, CV_D_QKV, 3 * embd, k3);
     }
     const char *hk = NULL, *kvk = NULL, *hdk = "head_dim";
@@ -94,11 +94,11 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
         set_dim(hp, CV_D_KV, hp->n_kv * hp->head_dim, buf);
         set_dim(hp, CV_D_HEAD, hp->head_dim, "head_dim");
     } else {
-        snprintf(buf, sizeof buf, "%s", hp->dim_key[CV_D_EMBD]);
+        snprintf(buf, sizeof buf, "%.40s", hp->dim_key[CV_D_EMBD]);
         set_dim(hp, CV_D_Q, hp->n_head * hp->head_dim, buf);
-        snprintf(buf, sizeof buf, "%s * %s / %s", kvk, hp->dim_key[CV_D_EMBD], hk);
+        snprintf(buf, sizeof buf, "%.28s * %.28s / %.28s", kvk, hp->dim_key[CV_D_EMBD], hk);
         set_dim(hp, CV_D_KV, hp->n_kv * hp->head_dim, buf);
-        snprintf(buf, sizeof buf, "%s / %s", hp->dim_key[CV_D_EMBD], hk);
+        snprintf(buf, sizeof buf, "%.40s / %.40s", hp->dim_key[CV_D_EMBD], hk);
         set_dim(hp, CV_D_HEAD, hp->head_dim, buf);
     }
     return 0;

@@ -1,18 +1,12 @@
 /* convert/testmodel.c - the synthetic model generator declared in
- * testmodel.h: architecture table, tensor plan, weight values, tokenizer
- * vocabularies and the config / tokenizer JSON files, and the directory
- * writer that ties them together.
- *
- * Nothing here is random in the libc sense: every value comes from a
- * counter-based stream keyed by (seed, tensor name, block of 64Ki elements),
- * so generation can be chunked and parallel and still byte-identical, and
- * the sampler uses only + * / and sqrt, which IEEE makes exact everywhere. */
-#include "testmodel.h"
+ * testmodel.h: the architecture table, the tensor plan each architecture
+ * defines, config.json and generation_config.json, and the directory
+ * writer that ties weights (testmodel_weights.c) and tokenizer
+ * (testmodel_tok.c) together. */
+#include "testmodel_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <jansson.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,33 +15,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/fp16.h"
 #include "../core/fileio.h"
-#include "../core/safetensors_write.h"
 
 /* ------------------------------------------------------------------ */
 /* architectures                                                       */
 
 enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN2, MOE_QWEN3 };
-enum { TOK_SPM, TOK_QWEN, TOK_GPT2 };
 
 typedef struct arch_info {
     const char *name, *cls, *model_type;
-    const char *hf_version; /* a transformers release that has the class */
+    const char *hf_version;
     uint8_t moe, tok;
     bool qkv_bias, qk_norm;
     double norm_eps, rope_theta;
 } arch_info;
 
+/* hf_version is a transformers release that has the class: the fixtures'
+ * 4.46.3, or 4.51.0 for Qwen3, which came later. */
 static const arch_info ARCH[KILN_TM_ARCH_COUNT] = {
-    [KILN_TM_LLAMA] = {"llama", "LlamaForCausalLM", "llama", "4.46.3", MOE_NONE, TOK_SPM, false, false, 1e-5, 10000.0},
-    [KILN_TM_MISTRAL] = {"mistral", "MistralForCausalLM", "mistral", "4.46.3", MOE_NONE, TOK_SPM, false, false, 1e-5, 1e6},
-    [KILN_TM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", "qwen2", "4.46.3", MOE_NONE, TOK_QWEN, true, false, 1e-6, 1e6},
-    [KILN_TM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", "qwen3", "4.51.0", MOE_NONE, TOK_QWEN, false, true, 1e-6, 1e6},
-    [KILN_TM_MIXTRAL] = {"mixtral", "MixtralForCausalLM", "mixtral", "4.46.3", MOE_MIXTRAL, TOK_SPM, false, false, 1e-5, 1e6},
-    [KILN_TM_QWEN2MOE] = {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", "4.46.3", MOE_QWEN2, TOK_QWEN, true, false, 1e-6, 1e6},
-    [KILN_TM_QWEN3MOE] = {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", "4.51.0", MOE_QWEN3, TOK_QWEN, false, true, 1e-6, 1e6},
-    [KILN_TM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "4.46.3", MOE_NONE, TOK_GPT2, false, false, 1e-5, 0},
+    [KILN_TM_LLAMA] = {"llama", "LlamaForCausalLM", "llama", "4.46.3", MOE_NONE, KILN_TM_TOK_SPM,
+                       .norm_eps = 1e-5, .rope_theta = 1e4},
+    [KILN_TM_MISTRAL] = {"mistral", "MistralForCausalLM", "mistral", "4.46.3", MOE_NONE, KILN_TM_TOK_SPM,
+                         .norm_eps = 1e-5, .rope_theta = 1e6},
+    [KILN_TM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", "qwen2", "4.46.3", MOE_NONE, KILN_TM_TOK_QWEN,
+                       .qkv_bias = true, .norm_eps = 1e-6, .rope_theta = 1e6},
+    [KILN_TM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", "qwen3", "4.51.0", MOE_NONE, KILN_TM_TOK_QWEN,
+                       .qk_norm = true, .norm_eps = 1e-6, .rope_theta = 1e6},
+    [KILN_TM_MIXTRAL] = {"mixtral", "MixtralForCausalLM", "mixtral", "4.46.3", MOE_MIXTRAL, KILN_TM_TOK_SPM,
+                         .norm_eps = 1e-5, .rope_theta = 1e6},
+    [KILN_TM_QWEN2MOE] = {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", "4.46.3", MOE_QWEN2, KILN_TM_TOK_QWEN,
+                          .qkv_bias = true, .norm_eps = 1e-6, .rope_theta = 1e6},
+    [KILN_TM_QWEN3MOE] = {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", "4.51.0", MOE_QWEN3, KILN_TM_TOK_QWEN,
+                          .qk_norm = true, .norm_eps = 1e-6, .rope_theta = 1e6},
+    [KILN_TM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "4.46.3", MOE_NONE, KILN_TM_TOK_GPT2, .norm_eps = 1e-5},
 };
 
 int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out) {
@@ -61,6 +61,7 @@ int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out) {
 
 const char *kiln_tm_arch_name(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].name : "?"; }
 const char *kiln_tm_arch_class(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].cls : "?"; }
+int kiln_tm_tok_kind(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].tok : KILN_TM_TOK_SPM; }
 bool kiln_tm_arch_is_moe(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT && ARCH[a].moe != MOE_NONE; }
 
 int kiln_tm_defaults(kiln_tm_config *c, kiln_tm_arch arch, const char *size, kiln_err *err) {
@@ -100,8 +101,8 @@ int kiln_tm_defaults(kiln_tm_config *c, kiln_tm_arch arch, const char *size, kil
 /* the smallest vocabulary each tokenizer can be built with */
 static uint32_t min_vocab(const kiln_tm_config *c) {
     switch (ARCH[c->arch].tok) {
-    case TOK_SPM: return 3 + 256 + 8;
-    case TOK_QWEN: return 256 + 3 + 8;
+    case KILN_TM_TOK_SPM: return 3 + 256 + 8;
+    case KILN_TM_TOK_QWEN: return 256 + 3 + 8;
     default: return 256 + 1 + 8;
     }
 }
@@ -135,7 +136,7 @@ int kiln_tm_check(const kiln_tm_config *c, kiln_err *err) {
     }
     if (c->vocab < min_vocab(c) || c->vocab > 4 * big)
         return kiln_fail(err, NULL, "vocab", -1, "%u: must be %u..%u for the %s tokenizer", c->vocab, min_vocab(c),
-                         4 * big, a->tok == TOK_SPM ? "SentencePiece" : "byte-level BPE");
+                         4 * big, a->tok == KILN_TM_TOK_SPM ? "SentencePiece" : "byte-level BPE");
     if (c->dtype != KILN_ST_BF16 && c->dtype != KILN_ST_F16 && c->dtype != KILN_ST_F32)
         return kiln_fail(err, NULL, "dtype", -1, "must be bf16, f16 or f32");
     if (c->arch == KILN_TM_GPT2 && !c->tie_embeddings)
@@ -268,538 +269,13 @@ int kiln_tm_plan(const kiln_tm_config *c, kiln_tm_tensor **out, size_t *n, kiln_
 }
 
 /* ------------------------------------------------------------------ */
-/* values                                                              */
-
-#define TM_BLOCK 65536 /* elements per random stream */
-
-static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static void rng_seed(rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = seed = mix64(seed);
-}
-
-static uint64_t rng_next(rng *r) { /* xoshiro256** */
-    uint64_t *s = r->s, out = s[1] * 5;
-    out = ((out << 7) | (out >> 57)) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = (s[3] << 45) | (s[3] >> 19);
-    return out;
-}
-
-static double rng_unit(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
-
-/* Student-t with 4 degrees of freedom, scaled to unit variance, by Bailey's
- * polar method: T = U sqrt(4 (W^-1/2 - 1) / W) for (U, V) uniform in the
- * unit disc, W = U^2 + V^2. Only sqrt, so exactly reproducible. */
-static double student_t4(rng *r) {
-    for (;;) {
-        double u = 2 * rng_unit(r) - 1, v = 2 * rng_unit(r) - 1, w = u * u + v * v;
-        if (w > 0 && w < 1) return u * sqrt(4.0 * (1.0 / sqrt(w) - 1.0) / w) * 0.70710678118654752;
-    }
-}
-
-typedef struct gen {
-    uint64_t seed;
-    double base, sigma;
-    int64_t cols;
-    uint8_t in_axis;
-    float *chan; /* per input channel multiplier, or NULL */
-} gen;
-
-static uint64_t tensor_seed(const kiln_tm_config *c, const char *name) { return mix64(fnv1a(name) ^ mix64(c->seed)); }
-
-/* The model's outlier channels: the same few residual-stream dimensions in
- * every matrix that has outliers, as in trained transformers. */
-#define TM_N_OUTLIER 4
-
-static int outlier_channels(const kiln_tm_config *c, uint32_t *ch) {
-    int n = c->hidden >= 4 * TM_N_OUTLIER ? TM_N_OUTLIER : 1;
-    rng r;
-    rng_seed(&r, mix64(c->seed) ^ 0x6f75746c69657273ull);
-    for (int i = 0; i < n; i++) {
-        uint32_t x;
-        bool dup;
-        do {
-            x = (uint32_t)(rng_next(&r) % c->hidden);
-            dup = false;
-            for (int j = 0; j < i; j++) dup |= ch[j] == x;
-        } while (dup);
-        ch[i] = x;
-    }
-    return n;
-}
-
-/* Sets up the generator of tensor t; g->chan is malloc'd when the tensor
- * has outlier channels. Returns -1 only when out of memory. */
-static int gen_init(const kiln_tm_config *c, const kiln_tm_tensor *t, gen *g) {
-    memset(g, 0, sizeof *g);
-    g->seed = tensor_seed(c, t->name);
-    g->cols = t->n_dims == 2 ? t->shape[1] : t->shape[0];
-    g->in_axis = t->in_axis;
-    int64_t fan_in = t->n_dims == 2 ? t->shape[t->in_axis] : t->shape[0];
-    switch (t->kind) {
-    case KILN_TM_NORM: g->base = 1.0, g->sigma = 0.02; break;
-    case KILN_TM_BIAS: g->sigma = 0.02; break;
-    case KILN_TM_POS: g->sigma = 0.02; break;
-    default: g->sigma = 1.0 / sqrt((double)fan_in);
-    }
-    /* about half of the eligible matrices, chosen by the tensor's own seed */
-    if (!t->outliers || t->n_dims != 2 || !((g->seed >> 17) & 1)) return 0;
-    if (!(g->chan = malloc((size_t)fan_in * sizeof *g->chan))) return -1;
-    for (int64_t i = 0; i < fan_in; i++) g->chan[i] = 1.0f;
-    uint32_t ch[TM_N_OUTLIER];
-    int n = outlier_channels(c, ch);
-    rng r;
-    rng_seed(&r, g->seed ^ 0x5ca1e5ull);
-    for (int i = 0; i < n; i++)
-        if (ch[i] < fan_in) g->chan[ch[i]] = (float)(10.0 + 40.0 * rng_unit(&r));
-    return 0;
-}
-
-/* Elements [from, to) of block `b`, into dst[0 .. to-from). The stream of a
- * block always starts at its first element, so a partial block costs the
- * skipped draws. */
-static void gen_block(const gen *g, uint64_t b, uint64_t from, uint64_t to, float *dst) {
-    rng r;
-    rng_seed(&r, g->seed + (b + 1) * 0xd1b54a32d192ed03ull);
-    uint64_t e0 = b * TM_BLOCK;
-    for (uint64_t j = 0; j < to; j++) {
-        double v = student_t4(&r) * g->sigma;
-        if (j < from) continue;
-        if (g->chan) {
-            uint64_t e = e0 + j;
-            v *= g->chan[g->in_axis ? e % (uint64_t)g->cols : e / (uint64_t)g->cols];
-        }
-        dst[j - from] = (float)(g->base + v);
-    }
-}
-
-static void gen_range(const gen *g, uint64_t start, uint64_t n, float *dst) {
-    if (!n) return;
-    int64_t b0 = (int64_t)(start / TM_BLOCK), b1 = (int64_t)((start + n - 1) / TM_BLOCK);
-#pragma omp parallel for schedule(static) if (b1 > b0)
-    for (int64_t b = b0; b <= b1; b++) {
-        uint64_t lo = (uint64_t)b * TM_BLOCK, hi = lo + TM_BLOCK;
-        uint64_t from = start > lo ? start - lo : 0, to = start + n < hi ? start + n - lo : TM_BLOCK;
-        gen_block(g, (uint64_t)b, from, to, dst + (lo + from - start));
-    }
-}
-
-void kiln_tm_values(const kiln_tm_config *c, const kiln_tm_tensor *t, uint64_t start, uint64_t n, float *dst) {
-    gen g;
-    gen_init(c, t, &g); /* without memory for the channel table: the values sans outliers */
-    gen_range(&g, start, n, dst);
-    free(g.chan);
-}
-
-static uint64_t nelements(const kiln_tm_tensor *t) {
-    return (uint64_t)t->shape[0] * (t->n_dims == 2 ? (uint64_t)t->shape[1] : 1);
-}
-
-/* ------------------------------------------------------------------ */
-/* safetensors                                                         */
-
-#define TM_BATCH (16 * TM_BLOCK) /* elements generated per write */
-
-static int write_weights(const kiln_tm_config *c, const char *dir, const kiln_tm_tensor *t, size_t n,
-                         const kiln_tm_opts *o, kiln_tm_summary *sum, kiln_err *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    kiln_stw_opts wo = {.shard_size = c->shard_size};
-    kiln_stw *w = kiln_stw_create(path, &wo, err);
-    if (!w) return -1;
-    float *f32 = malloc(TM_BATCH * sizeof *f32);
-    uint16_t *h16 = malloc(TM_BATCH * sizeof *h16);
-    gen g = {0};
-    uint64_t total = 0, done = 0;
-    if (!f32 || !h16) {
-        kiln_fail(err, path, NULL, -1, "out of memory");
-        goto fail;
-    }
-    /* save_pretrained's metadata, which some loaders insist on */
-    if (kiln_stw_metadata(w, "format", "pt", err)) goto fail;
-    for (size_t i = 0; i < n; i++) {
-        if (kiln_stw_declare(w, t[i].name, c->dtype, t[i].n_dims, t[i].shape, err) < 0) goto fail;
-        total += kiln_stw_nbytes(w, (int64_t)i);
-        sum->n_params += nelements(&t[i]);
-    }
-    if (kiln_stw_begin(w, err)) goto fail;
-    sum->n_files = kiln_stw_n_files(w);
-    sum->n_tensors = n;
-    sum->tensor_bytes = total;
-    int64_t idx;
-    int r;
-    uint32_t esize = c->dtype == KILN_ST_F32 ? 4 : 2;
-    while ((r = kiln_stw_next(w, &idx, err)) == 1) {
-        const kiln_tm_tensor *tt = &t[idx];
-        if (gen_init(c, tt, &g)) {
-            kiln_fail(err, path, tt->name, -1, "out of memory");
-            goto fail;
-        }
-        uint64_t nel = nelements(tt);
-        for (uint64_t s = 0; s < nel; s += TM_BATCH) {
-            uint64_t k = nel - s < TM_BATCH ? nel - s : TM_BATCH;
-            gen_range(&g, s, k, f32);
-            const void *src = f32;
-            if (c->dtype == KILN_ST_BF16) kiln_fp32_to_bf16_row(f32, h16, (int64_t)k), src = h16;
-            else if (c->dtype == KILN_ST_F16) kiln_fp32_to_fp16_row(f32, h16, (int64_t)k), src = h16;
-            if (kiln_stw_write(w, src, k * esize, err)) goto fail;
-            done += k * esize;
-            if (o && o->progress) o->progress(o->progress_ud, done, total);
-        }
-        free(g.chan);
-        g.chan = NULL;
-    }
-    if (r < 0) goto fail;
-    free(f32);
-    free(h16);
-    return kiln_stw_finish(w, err);
-fail:
-    free(g.chan);
-    free(f32);
-    free(h16);
-    kiln_stw_abort(w);
-    return -1;
-}
-
-/* ------------------------------------------------------------------ */
-/* tokenizer vocabularies                                              */
-
-/* A set of strings (open addressing), to keep pieces unique. */
-typedef struct strset {
-    char **slot;
-    size_t cap, n;
-} strset;
-
-static void strset_free(strset *s) {
-    for (size_t i = 0; i < s->cap; i++) free(s->slot[i]);
-    free(s->slot);
-}
-
-/* Returns 1 when added, 0 when already present, -1 out of memory. */
-static int strset_add(strset *s, const char *str) {
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 1024;
-        char **slot = calloc(cap, sizeof *slot);
-        if (!slot) return -1;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slot[i]) {
-                size_t j = fnv1a(s->slot[i]) & (cap - 1);
-                while (slot[j]) j = (j + 1) & (cap - 1);
-                slot[j] = s->slot[i];
-            }
-        free(s->slot);
-        s->slot = slot;
-        s->cap = cap;
-    }
-    size_t j = fnv1a(str) & (s->cap - 1);
-    for (; s->slot[j]; j = (j + 1) & (s->cap - 1))
-        if (!strcmp(s->slot[j], str)) return 0;
-    if (!(s->slot[j] = strdup(str))) return -1;
-    s->n++;
-    return 1;
-}
-
-/* Common English words first, so that small vocabularies look like real ones. */
-static const char *const WORDS[] = {
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
-    "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were",
-    "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would",
-    "who", "so", "no", "she", "other", "its", "may", "these", "about", "into", "than", "them", "only", "some",
-    "time", "out", "two", "first", "new", "then", "could", "also", "what", "any", "like", "over", "such", "our",
-    "most", "do", "after", "year", "many", "people", "state", "between", "world", "under", "through", "where",
-    "each", "work", "well", "used", "model", "token", "layer", "weight", "value", "number", "system", "water",
-    "house", "light", "small", "large", "great", "little", "long", "right", "place", "point", "hand", "part",
-    "child", "life", "day", "way", "man", "woman", "city", "country", "school", "history", "music", "science",
-    "kiln", "quant", "tensor", "matrix", "block", "scale", "hello", "language", "machine", "learning",
-};
-#define N_WORDS (sizeof WORDS / sizeof WORDS[0])
-
-/* Word k of an endless list: the words above, then two-, three-, ...
- * syllable words over 90 consonant-vowel syllables. */
-static void word_at(uint64_t k, char *out) {
-    if (k < N_WORDS) {
-        strcpy(out, WORDS[k]);
-        return;
-    }
-    static const char cons[] = "bcdfghjklmnprstvwz", vow[] = "aeiou";
-    uint64_t j = k - N_WORDS, count = 90 * 90;
-    int syl = 2;
-    while (j >= count && syl < 8) {
-        j -= count;
-        count *= 90;
-        syl++;
-    }
-    char *p = out;
-    for (int i = 0; i < syl; i++, j /= 90) {
-        *p++ = cons[(j % 90) / 5];
-        *p++ = vow[(j % 90) % 5];
-    }
-    *p = 0;
-}
-
-/* Enumerates new vocabulary pieces: for each word, the prefixes (of two
- * characters or more) of MARKER+word and then of the bare word, each
- * obtainable by merging its last character onto the previous prefix, which
- * is what both SentencePiece-BPE and byte-level BPE need to reach them. */
-typedef struct piece_gen {
-    strset seen;
-    const char *marker;
-    uint64_t word;
-    int form;       /* 0: marker + word, 1: bare word */
-    char buf[64];   /* the current form */
-    size_t len, at; /* its length, and the end of the next prefix to try */
-} piece_gen;
-
-static void piece_gen_load(piece_gen *g) {
-    char w[32];
-    word_at(g->word, w);
-    snprintf(g->buf, sizeof g->buf, "%s%s", g->form == 0 ? g->marker : "", w);
-    g->len = strlen(g->buf);
-    /* the first prefix has two characters; the marker is one multi-byte one */
-    g->at = g->form == 0 ? strlen(g->marker) + 1 : 2;
-}
-
-/* Copies the next new piece into out (NUL-terminated) and its left part's
- * byte length into *split. Returns 0, or -1 when out of memory. */
-static int piece_next(piece_gen *g, char *out, size_t *split) {
-    for (;;) {
-        while (g->at > g->len) {
-            if (g->form == 1) g->word++;
-            g->form ^= 1;
-            piece_gen_load(g);
-        }
-        size_t at = g->at++;
-        memcpy(out, g->buf, at);
-        out[at] = 0;
-        int r = strset_add(&g->seen, out);
-        if (r < 0) return -1;
-        if (r == 1) {
-            *split = at - 1;
-            return 0;
-        }
-    }
-}
-
-static void piece_gen_init(piece_gen *g, const char *marker) {
-    memset(g, 0, sizeof *g);
-    g->marker = marker;
-    piece_gen_load(g);
-}
-
-#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
-#define BPE_SPACE "\xc4\xa0"     /* U+0120, GPT-2's byte-level space */
-
-/* Single characters, Llama-style at the end of the vocabulary. */
-static const char *const SPM_SINGLES[] = {
-    SPM_SPACE, "e", "t", "a", "o", "i", "n", "s", "r", "h", "l", "d", "c", "u", "m", "f", "p", "g", "w", "y",
-    "b", ",", ".", "v", "k", "-", "x", "'", "j", "q", "z", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
-    "T", "S", "A", "I", "C", "M", "P", "B", "D", "H", "R", "E", "F", "L", "W", "N", "G", "O", "!", "?", ":",
-};
-#define N_SPM_SINGLES (sizeof SPM_SINGLES / sizeof SPM_SINGLES[0])
-
-/* tokenizer.model: <unk> <s> </s>, the 256 byte pieces, word pieces scored
- * by rank as spm_train's BPE does, then single characters. */
-static int write_spm(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    size_t n = c->vocab, n_single = (n - 259) / 4 < N_SPM_SINGLES ? (n - 259) / 4 : N_SPM_SINGLES;
-    size_t n_word = n - 259 - n_single;
-    kiln_spm_piece *p = calloc(n, sizeof *p);
-    char *bytes = malloc(256 * 8), *words = malloc(n_word * 64 + 1);
-    piece_gen g;
-    piece_gen_init(&g, SPM_SPACE);
-    int rc = -1;
-    if (!p || !bytes || !words) {
-        kiln_fail(err, dir, "tokenizer.model", -1, "out of memory");
-        goto done;
-    }
-    p[0] = (kiln_spm_piece){"<unk>", 0, KILN_SPM_UNKNOWN};
-    p[1] = (kiln_spm_piece){"<s>", 0, KILN_SPM_CONTROL};
-    p[2] = (kiln_spm_piece){"</s>", 0, KILN_SPM_CONTROL};
-    for (int b = 0; b < 256; b++) {
-        snprintf(bytes + 8 * b, 8, "<0x%02X>", b);
-        p[3 + b] = (kiln_spm_piece){bytes + 8 * b, 0, KILN_SPM_BYTE};
-    }
-    for (size_t i = 0; i < n_word; i++) {
-        size_t split;
-        if (piece_next(&g, words + 64 * i, &split)) {
-            kiln_fail(err, dir, "tokenizer.model", -1, "out of memory");
-            goto done;
-        }
-        p[259 + i] = (kiln_spm_piece){words + 64 * i, -(float)i, KILN_SPM_NORMAL};
-    }
-    for (size_t i = 0; i < n_single; i++)
-        p[259 + n_word + i] = (kiln_spm_piece){SPM_SINGLES[i], -(float)(n_word + i), KILN_SPM_NORMAL};
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    rc = kiln_spm_write(path, p, n, err);
-done:
-    strset_free(&g.seen);
-    free(p);
-    free(bytes);
-    free(words);
-    return rc;
-}
-
-/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the
- * others map to U+0100 and up, in byte order. Vocabulary id i is the i-th
- * byte of the list that puts the printable ones first. */
-static bool byte_printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae); }
-
-static void byte_level_token(int id, char out[4]) {
-    int b = -1, cp;
-    if (id < 188) { /* the printable ones, ascending */
-        for (int x = 0, k = 0; x < 256; x++)
-            if (byte_printable(x) && k++ == id) b = x;
-        cp = b;
-    } else {
-        cp = 256 + (id - 188);
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp, out[1] = 0;
-    } else {
-        out[0] = (char)(0xc0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
-    }
-}
-
-static json_t *added_token(int id, const char *content, bool normalized) {
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(id));
-    json_object_set_new(o, "content", json_string(content));
-    json_object_set_new(o, "single_word", json_false());
-    json_object_set_new(o, "lstrip", json_false());
-    json_object_set_new(o, "rstrip", json_false());
-    json_object_set_new(o, "normalized", json_boolean(normalized));
-    json_object_set_new(o, "special", json_true());
-    return o;
-}
-
-static json_t *byte_level(bool add_prefix_space, bool trim_offsets, bool use_regex) {
-    return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", add_prefix_space,
-                     "trim_offsets", trim_offsets, "use_regex", use_regex);
-}
-
-/* Qwen2's pre-tokenizer split, as in its tokenizer.json. */
-static const char QWEN2_REGEX[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
-
-static const char *const QWEN_ADDED[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-
-static int write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err);
-
-/* tokenizer.json (with vocab.json and merges.txt, as the fixture has): the
- * 256 byte tokens, then one token per merge, then the special tokens. */
-static int write_bpe(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    bool gpt2 = ARCH[c->arch].tok == TOK_GPT2;
-    size_t n_added = gpt2 ? 1 : 3, n_model = c->vocab - (gpt2 ? 0 : n_added), n_merge = c->vocab - 256 - n_added;
-    json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
-    char *mtxt = malloc(n_merge * 80 + 32);
-    size_t mlen = 0;
-    piece_gen g;
-    piece_gen_init(&g, BPE_SPACE);
-    int rc = -1;
-    if (!vocab || !merges || !added || !mtxt) {
-        kiln_fail(err, dir, "tokenizer.json", -1, "out of memory");
-        goto done;
-    }
-    mlen = (size_t)sprintf(mtxt, "#version: 0.2\n");
-    for (int id = 0; id < 256; id++) {
-        char tok[4];
-        byte_level_token(id, tok);
-        json_object_set_new(vocab, tok, json_integer(id));
-    }
-    for (size_t i = 0; i < n_merge; i++) {
-        char piece[64], m[80];
-        size_t split;
-        if (piece_next(&g, piece, &split)) {
-            kiln_fail(err, dir, "tokenizer.json", -1, "out of memory");
-            goto done;
-        }
-        snprintf(m, sizeof m, "%.*s %s", (int)split, piece, piece + split);
-        json_array_append_new(merges, json_string(m));
-        mlen += (size_t)sprintf(mtxt + mlen, "%s\n", m);
-        json_object_set_new(vocab, piece, json_integer((json_int_t)(256 + i)));
-    }
-    for (size_t i = 0; i < n_added; i++) {
-        int id = (int)(256 + n_merge + i);
-        const char *content = gpt2 ? "<|endoftext|>" : QWEN_ADDED[i];
-        json_array_append_new(added, added_token(id, content, gpt2));
-        if (gpt2) json_object_set_new(vocab, content, json_integer(id)); /* GPT-2 keeps it in the model vocab */
-    }
-    if (json_object_size(vocab) != n_model) {
-        kiln_fail(err, dir, "tokenizer.json", -1, "vocabulary has %zu tokens, expected %zu", json_object_size(vocab),
-                  n_model);
-        goto done;
-    }
-    json_t *pre, *post, *dec;
-    if (gpt2) {
-        pre = byte_level(false, true, true);
-        post = byte_level(true, false, true);
-        dec = byte_level(true, true, true);
-    } else {
-        json_t *split = json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", QWEN2_REGEX,
-                                  "behavior", "Isolated", "invert", 0);
-        pre = json_pack("{s:s, s:[o, o]}", "type", "Sequence", "pretokenizers", split, byte_level(false, false, false));
-        post = byte_level(false, false, false);
-        dec = byte_level(false, false, false);
-    }
-    json_t *model = json_pack("{s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout",
-                              "unk_token", "continuing_subword_prefix", "", "end_of_word_suffix", "", "fuse_unk", 0,
-                              "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
-    json_t *root = json_pack("{s:s, s:n, s:n, s:O, s:n, s:o, s:o, s:o, s:o}", "version", "1.0", "truncation",
-                             "padding", "added_tokens", added, "normalizer", "pre_tokenizer", pre, "post_processor",
-                             post, "decoder", dec, "model", model);
-    if (!pre || !post || !dec || !model || !root) {
-        json_decref(root);
-        kiln_fail(err, dir, "tokenizer.json", -1, "cannot build the JSON");
-        goto done;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/merges.txt", dir);
-    if (write_json(dir, "tokenizer.json", root, JSON_INDENT(2), err) ||
-        write_json(dir, "vocab.json", json_incref(vocab), JSON_INDENT(2) | JSON_SORT_KEYS, err) ||
-        kiln_write_file_atomic(path, mtxt, mlen, err))
-        goto done;
-    rc = 0;
-done:
-    json_decref(vocab);
-    json_decref(merges);
-    json_decref(added);
-    strset_free(&g.seen);
-    free(mtxt);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/* config and tokenizer JSON                                           */
+/* config.json and generation_config.json                             */
 
 static const char *torch_dtype(kiln_st_dtype d) {
     return d == KILN_ST_BF16 ? "bfloat16" : d == KILN_ST_F16 ? "float16" : "float32";
 }
 
-/* save_pretrained's layout: sorted keys, indent 2, final newline. Steals
- * `root`. */
-static int write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err) {
+int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *s = root ? json_dumps(root, flags | JSON_REAL_PRECISION(15)) : NULL;
@@ -818,14 +294,6 @@ static int write_json(const char *dir, const char *name, json_t *root, size_t fl
 }
 
 #define SET(o, k, v) json_object_set_new(o, k, v)
-
-static void bos_eos(const kiln_tm_config *c, int *bos, int *eos) {
-    switch (ARCH[c->arch].tok) {
-    case TOK_SPM: *bos = 1, *eos = 2; break;
-    case TOK_QWEN: *bos = *eos = (int)c->vocab - 3; break;
-    default: *bos = *eos = (int)c->vocab - 1;
-    }
-}
 
 static json_t *config_gpt2(const kiln_tm_config *c, int bos, int eos) {
     json_t *o = json_object();
@@ -858,7 +326,7 @@ static json_t *config_gpt2(const kiln_tm_config *c, int bos, int eos) {
 
 static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
     const arch_info *a = &ARCH[c->arch];
-    bool qwen = a->tok == TOK_QWEN, qwen3 = a->qk_norm;
+    bool qwen = a->tok == KILN_TM_TOK_QWEN, qwen3 = a->qk_norm;
     json_t *o = json_object();
     SET(o, "architectures", json_pack("[s]", a->cls));
     SET(o, "attention_dropout", json_real(0.0));
@@ -914,7 +382,7 @@ static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
 
 static int write_configs(const kiln_tm_config *c, const char *dir, kiln_err *err) {
     int bos, eos;
-    bos_eos(c, &bos, &eos);
+    kiln_tm_bos_eos(c, &bos, &eos);
     json_t *o = c->arch == KILN_TM_GPT2 ? config_gpt2(c, bos, eos) : config_decoder(c, bos, eos);
     if (!o) return kiln_fail(err, dir, "config.json", -1, "out of memory");
     SET(o, "tie_word_embeddings", json_boolean(c->tie_embeddings));
@@ -925,94 +393,8 @@ static int write_configs(const kiln_tm_config *c, const char *dir, kiln_err *err
     json_t *gen = json_pack("{s:b, s:i, s:i, s:s}", "_from_model_config", 1, "bos_token_id", bos, "eos_token_id", eos,
                             "transformers_version", ARCH[c->arch].hf_version);
     int flags = JSON_INDENT(2) | JSON_SORT_KEYS;
-    if (write_json(dir, "generation_config.json", gen, flags, err)) return json_decref(o), -1;
-    return write_json(dir, "config.json", o, flags, err);
-}
-
-/* {content, lstrip, normalized, rstrip, single_word[, special]} as in
- * special_tokens_map.json and tokenizer_config.json */
-static json_t *token_obj(const char *content, bool normalized, bool special) {
-    json_t *o = json_pack("{s:s, s:b, s:b, s:b, s:b}", "content", content, "lstrip", 0, "normalized", normalized,
-                          "rstrip", 0, "single_word", 0);
-    if (o && special) SET(o, "special", json_true());
-    return o;
-}
-
-static const char LLAMA_TEMPLATE[] =
-    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
-    "message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + "
-    "eos_token }}{% else %}{{ message['content'] + '\\n' }}{% endif %}{% endfor %}";
-
-static const char QWEN_TEMPLATE[] =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-static int write_tokenizer_configs(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    int tok = ARCH[c->arch].tok, flags = JSON_INDENT(2) | JSON_SORT_KEYS;
-    json_t *cfg = json_object(), *dec = json_object(), *map = json_object();
-    char id[16];
-    SET(cfg, "added_tokens_decoder", dec);
-    SET(cfg, "clean_up_tokenization_spaces", json_boolean(tok == TOK_GPT2));
-    SET(cfg, "model_max_length", json_integer(c->ctx));
-    if (tok == TOK_SPM) {
-        static const char *const sp[3] = {"<unk>", "<s>", "</s>"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(id, sizeof id, "%d", i);
-            SET(dec, id, token_obj(sp[i], false, true));
-        }
-        SET(cfg, "add_bos_token", json_true());
-        SET(cfg, "add_eos_token", json_false());
-        SET(cfg, "bos_token", json_string("<s>"));
-        SET(cfg, "chat_template", json_string(LLAMA_TEMPLATE));
-        SET(cfg, "eos_token", json_string("</s>"));
-        SET(cfg, "legacy", json_true());
-        SET(cfg, "pad_token", json_null());
-        SET(cfg, "padding_side", json_string("right"));
-        SET(cfg, "sp_model_kwargs", json_object());
-        SET(cfg, "spaces_between_special_tokens", json_false());
-        SET(cfg, "tokenizer_class", json_string("LlamaTokenizer"));
-        SET(cfg, "unk_token", json_string("<unk>"));
-        SET(cfg, "use_default_system_prompt", json_false());
-        SET(map, "bos_token", token_obj("<s>", false, false));
-        SET(map, "eos_token", token_obj("</s>", false, false));
-        SET(map, "unk_token", token_obj("<unk>", false, false));
-    } else if (tok == TOK_QWEN) {
-        for (int i = 0; i < 3; i++) {
-            snprintf(id, sizeof id, "%u", c->vocab - 3 + i);
-            SET(dec, id, token_obj(QWEN_ADDED[i], false, true));
-        }
-        SET(cfg, "add_bos_token", json_false());
-        SET(cfg, "add_prefix_space", json_false());
-        SET(cfg, "additional_special_tokens", json_pack("[s, s]", QWEN_ADDED[1], QWEN_ADDED[2]));
-        SET(cfg, "bos_token", json_null());
-        SET(cfg, "chat_template", json_string(QWEN_TEMPLATE));
-        SET(cfg, "eos_token", json_string(QWEN_ADDED[0]));
-        SET(cfg, "errors", json_string("replace"));
-        SET(cfg, "pad_token", json_string(QWEN_ADDED[0]));
-        SET(cfg, "split_special_tokens", json_false());
-        SET(cfg, "tokenizer_class", json_string("Qwen2Tokenizer"));
-        SET(cfg, "unk_token", json_null());
-        SET(map, "additional_special_tokens", json_pack("[s, s]", QWEN_ADDED[1], QWEN_ADDED[2]));
-        SET(map, "eos_token", token_obj(QWEN_ADDED[0], false, false));
-        SET(map, "pad_token", token_obj(QWEN_ADDED[0], false, false));
-    } else {
-        const char *eot = "<|endoftext|>";
-        snprintf(id, sizeof id, "%u", c->vocab - 1);
-        SET(dec, id, token_obj(eot, true, true));
-        SET(cfg, "add_bos_token", json_false());
-        SET(cfg, "add_prefix_space", json_false());
-        SET(cfg, "bos_token", json_string(eot));
-        SET(cfg, "eos_token", json_string(eot));
-        SET(cfg, "errors", json_string("replace"));
-        SET(cfg, "pad_token", json_null());
-        SET(cfg, "tokenizer_class", json_string("GPT2Tokenizer"));
-        SET(cfg, "unk_token", json_string(eot));
-        SET(map, "bos_token", token_obj(eot, true, false));
-        SET(map, "eos_token", token_obj(eot, true, false));
-        SET(map, "unk_token", token_obj(eot, true, false));
-    }
-    if (write_json(dir, "tokenizer_config.json", cfg, flags, err)) return json_decref(map), -1;
-    return write_json(dir, "special_tokens_map.json", map, flags, err);
+    if (kiln_tm_write_json(dir, "generation_config.json", gen, flags, err)) return json_decref(o), -1;
+    return kiln_tm_write_json(dir, "config.json", o, flags, err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1062,7 +444,7 @@ static bool is_shard_name(const char *n, unsigned *i, unsigned *k) {
 static int remove_stale(const kiln_tm_config *c, const char *dir, uint32_t n_files, kiln_err *err) {
     DIR *d = opendir(dir);
     if (!d) return kiln_fail(err, dir, NULL, -1, "cannot list: %s", strerror(errno));
-    bool spm = ARCH[c->arch].tok == TOK_SPM;
+    bool spm = ARCH[c->arch].tok == KILN_TM_TOK_SPM;
     char path[4096];
     struct dirent *e;
     int rc = 0;
@@ -1105,11 +487,10 @@ int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *
     kiln_tm_tensor *t;
     size_t n;
     if (kiln_tm_plan(c, &t, &n, err)) return -1;
-    int rc = write_weights(c, dir, t, n, opts, sum, err);
+    int rc = kiln_tm_write_weights(c, dir, t, n, opts, sum, err);
     free(t);
     if (rc) return -1;
     if (remove_stale(c, dir, sum->n_files, err)) return -1;
-    if (ARCH[c->arch].tok == TOK_SPM ? write_spm(c, dir, err) : write_bpe(c, dir, err)) return -1;
-    if (write_tokenizer_configs(c, dir, err)) return -1;
+    if (kiln_tm_write_tokenizer(c, dir, err)) return -1;
     return write_configs(c, dir, err);
 }

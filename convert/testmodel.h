@@ -9,6 +9,10 @@
  * tokenizer_config.json and special_tokens_map.json. Tensor names, shapes
  * and config keys are those of the real transformers classes.
  *
+ * The work is split in testmodel.c (architectures, plan, config.json, the
+ * directory), testmodel_weights.c and testmodel_tok.c (see
+ * testmodel_impl.h); spm_write.c writes tokenizer.model.
+ *
  * Weights are deterministic functions of (seed, tensor name, element index):
  * the same configuration gives byte-identical files whatever the sharding or
  * thread count. They imitate trained weights where quantizers care: Student-t
@@ -90,8 +94,10 @@ typedef struct kiln_tm_tensor {
 int kiln_tm_plan(const kiln_tm_config *c, kiln_tm_tensor **out, size_t *n, kiln_err *err);
 
 /* Writes elements [start, start + n) of tensor `t` (row-major) as f32 into
- * dst: the values the model files hold before rounding to c->dtype. */
-void kiln_tm_values(const kiln_tm_config *c, const kiln_tm_tensor *t, uint64_t start, uint64_t n, float *dst);
+ * dst: the values the model files hold before rounding to c->dtype.
+ * Returns 0, or -1 when out of memory. */
+int kiln_tm_values(const kiln_tm_config *c, const kiln_tm_tensor *t, uint64_t start, uint64_t n, float *dst,
+                   kiln_err *err);
 
 typedef struct kiln_tm_opts {
     bool force; /* overwrite a directory that already holds a model */

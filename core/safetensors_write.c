@@ -126,10 +126,8 @@ static int cmp_name_ptr(const void *a, const void *b) {
     return strcmp((*(stw_tensor *const *)a)->name, (*(stw_tensor *const *)b)->name);
 }
 
-static const stw_tensor *SORT_BASE; /* qsort has no context argument in C11 */
-
 static int cmp_file_order(const void *a, const void *b) {
-    const stw_tensor *x = &SORT_BASE[*(const uint64_t *)a], *y = &SORT_BASE[*(const uint64_t *)b];
+    const stw_tensor *x = *(stw_tensor *const *)a, *y = *(stw_tensor *const *)b;
     if (DTYPE_RANK[x->dtype] != DTYPE_RANK[y->dtype]) return DTYPE_RANK[y->dtype] - DTYPE_RANK[x->dtype];
     return strcmp(x->name, y->name);
 }
@@ -258,25 +256,27 @@ static int open_file(kiln_stw *w, uint32_t i, kiln_err *err) {
 int kiln_stw_begin(kiln_stw *w, kiln_err *err) {
     if (w->begun) return kiln_fail(err, w->path, NULL, -1, "kiln_stw_begin called twice");
     w->begun = true;
-    /* duplicate names, found by sorting pointers */
-    stw_tensor **by_name = malloc((w->n ? w->n : 1) * sizeof *by_name);
-    if (!by_name) return kiln_fail(err, w->path, NULL, -1, "out of memory");
-    for (uint64_t i = 0; i < w->n; i++) by_name[i] = &w->t[i];
-    qsort(by_name, w->n, sizeof *by_name, cmp_name_ptr);
+    /* pointers to sort, first by name to find duplicates, then in file order */
+    stw_tensor **ptr = malloc((w->n ? w->n : 1) * sizeof *ptr);
+    if (!ptr) return kiln_fail(err, w->path, NULL, -1, "out of memory");
+    for (uint64_t i = 0; i < w->n; i++) ptr[i] = &w->t[i];
+    if (w->n > 1) qsort(ptr, w->n, sizeof *ptr, cmp_name_ptr);
     for (uint64_t i = 1; i < w->n; i++)
-        if (!strcmp(by_name[i - 1]->name, by_name[i]->name)) {
-            kiln_fail(err, w->path, by_name[i]->name, -1, "tensor declared twice");
-            free(by_name);
+        if (!strcmp(ptr[i - 1]->name, ptr[i]->name)) {
+            kiln_fail(err, w->path, ptr[i]->name, -1, "tensor declared twice");
+            free(ptr);
             return -1;
         }
-    free(by_name);
-
-    if (plan_shards(w, err) || name_files(w, err)) return -1;
+    if (plan_shards(w, err) || name_files(w, err)) {
+        free(ptr);
+        return -1;
+    }
     for (uint32_t i = 0; i < w->n_files; i++) {
         stw_file *f = &w->files[i];
-        if (!w->opts.keep_order) {
-            SORT_BASE = w->t;
-            qsort(f->order, f->n, sizeof *f->order, cmp_file_order);
+        if (!w->opts.keep_order && f->n > 1) {
+            for (uint64_t k = 0; k < f->n; k++) ptr[k] = &w->t[f->order[k]];
+            qsort(ptr, f->n, sizeof *ptr, cmp_file_order);
+            for (uint64_t k = 0; k < f->n; k++) f->order[k] = (uint64_t)(ptr[k] - w->t);
         }
         uint64_t off = 0;
         for (uint64_t k = 0; k < f->n; k++) {
@@ -286,6 +286,7 @@ int kiln_stw_begin(kiln_stw *w, kiln_err *err) {
             off += t->nbytes;
         }
     }
+    free(ptr);
     return open_file(w, 0, err);
 }
 

@@ -5,6 +5,9 @@
 #include "../core/types.h"
 #include "quants.h"
 
+#include "../core/cpu.h"
+
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 
@@ -27,6 +30,27 @@ static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
     /* @codecs-iq2: IQ2_XXS */
     [KILN_IQ2_XXS] = {KILN_IQ2_XXS, kiln_dequantize_row_iq2_xxs, kiln_quantize_iq2_xxs, true},
 };
+
+/* Index of the first NaN or infinity in x[0..n), or -1. An element is
+ * non-finite exactly when its exponent bits are all ones. */
+__attribute__((target("avx512f"))) static int64_t first_non_finite_avx512(const float *x, int64_t n) {
+    const __m512i exp = _mm512_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), exp);
+        if (_mm512_cmpeq_epi32_mask(v, exp)) break;
+    }
+    for (; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+static int64_t first_non_finite(const float *x, int64_t n) {
+    if (kiln_simd() >= KILN_SIMD_AVX512) return first_non_finite_avx512(x, n);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
 
 const kiln_codec *kiln_codec_get(uint32_t type) {
     if (type >= KILN_TYPE_COUNT || !CODECS[type].dequantize_row) return NULL;
@@ -68,24 +92,33 @@ size_t kiln_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nr
                   "unweighted search spends its few levels on unimportant columns", ti->name);
         return 0;
     }
-    for (int64_t i = 0; i < nrows * n_per_row; i++) {
-        if (!isfinite(src[i])) {
-            kiln_fail(err, NULL, NULL, -1, "row %lld column %lld is %s; refusing to quantize",
-                      (long long)(i / n_per_row), (long long)(i % n_per_row),
-                      isnan(src[i]) ? "NaN" : "infinite");
-            return 0;
-        }
-    }
     size_t row_bytes = kiln_type_row_bytes(type, (uint64_t)n_per_row);
     /* Rows are independent, so any split gives the same bytes. Chunks of a
      * few rows keep threads busy without splitting tiny tensors. */
     int64_t chunk = 16;
     int64_t nchunks = (nrows + chunk - 1) / chunk;
+    /* Non-finite input is refused: each chunk is scanned by the thread that
+     * quantizes it (while it is in cache), and the first bad element in
+     * row order is reported. */
+    int64_t first_bad = INT64_MAX;
     #pragma omp parallel for schedule(dynamic, 1) if (nchunks > 1)
     for (int64_t ci = 0; ci < nchunks; ci++) {
         int64_t r0 = ci * chunk;
         int64_t nr = nrows - r0 < chunk ? nrows - r0 : chunk;
-        c->quantize(src + r0 * n_per_row, (uint8_t *)dst + (size_t)r0 * row_bytes, nr, n_per_row, imatrix);
+        const float *x = src + r0 * n_per_row;
+        int64_t bad = first_non_finite(x, nr * n_per_row);
+        if (bad >= 0) {
+            #pragma omp critical(kiln_quantize_bad)
+            if (r0 * n_per_row + bad < first_bad) first_bad = r0 * n_per_row + bad;
+            continue;
+        }
+        c->quantize(x, (uint8_t *)dst + (size_t)r0 * row_bytes, nr, n_per_row, imatrix);
+    }
+    if (first_bad != INT64_MAX) {
+        kiln_fail(err, NULL, NULL, -1, "row %lld column %lld is %s; refusing to quantize",
+                  (long long)(first_bad / n_per_row), (long long)(first_bad % n_per_row),
+                  isnan(src[first_bad]) ? "NaN" : "infinite");
+        return 0;
     }
     return row_bytes * (size_t)nrows;
 }

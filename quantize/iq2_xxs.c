@@ -252,13 +252,13 @@ static int to_grid(const search_ctx *c, const float *xval, const float *waux, fl
     if (g < 0) {
         g = c->nbr(c->s, &c->s->lists[-g - 1], xval, waux, scale);
         uint64_t p = kiln_iq2xxs_grid_odd[g];
-        for (int i = 0; i < 8; i++) L[i] = (int8_t)(((p >> 8 * i) & 0xff) - 1) / 2;
+        for (int i = 0; i < 8; i++) L[i] = (int8_t)((((p >> 8 * i) & 0xff) - 1) / 2);
     }
     return g;
 }
 
 /* Weighted fit of xval by scale * (2L+1): sums in ggml's order. */
-static void fit_sums(const float *xval, const float *weight, const int8_t *L, float *sumqx,
+static void lattice_sums(const float *xval, const float *weight, const int8_t *L, float *sumqx,
                      float *sumq2) {
     float sx = 0, s2 = 0;
     for (int i = 0; i < 32; i++) {
@@ -294,7 +294,7 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
         float this_scale = 1 / id;
         for (int k = 0; k < 4; k++) to_grid(c, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
         float sumqx, sumq2;
-        fit_sums(xval, weight, Laux, &sumqx, &sumq2);
+        lattice_sums(xval, weight, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -306,7 +306,7 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
         float id = 1 / scale;
         for (int k = 0; k < 4; k++) gidx[k] = (uint8_t)to_grid(c, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
         float sumqx, sumq2;
-        fit_sums(xval, weight, L, &sumqx, &sumq2);
+        lattice_sums(xval, weight, L, &sumqx, &sumq2);
         if (sumq2 > 0) scale = sumqx / sumq2;
         have = 1;
     } else if (have) {
@@ -316,7 +316,7 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
             gidx[k] = (uint8_t)c->s->map[key];
         }
     }
-    if (!have || !(scale == scale)) {
+    if (!have || isnan(scale)) {
         /* ggml aborts here (all weights zero): an empty group is kinder. */
         memset(gidx, 0, 4);
         memset(signs, 0, 4);
@@ -407,6 +407,9 @@ static void quantize_block(const search_ctx *c, const float *xbl, const float *q
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* llama.cpp's blocks (see quants.h for the arguments). Returns the bytes
+ * written, or 0 with dst zeroed if the neighbour map could not be built
+ * (out of memory). imatrix NULL means unit weights. */
 size_t kiln_quantize_iq2_xxs_ggml(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *imatrix) {
     int64_t nb = n_per_row / KILN_QK_K;
@@ -448,7 +451,7 @@ static row_errs block_errs(const kiln_block_iq2_xxs *b, const float *x, const fl
         e.r += d * d;
         e.w += (qw ? qw[i] : 1.0) * d * d;
     }
-    /* ggml's fp16 d overflows for |x| beyond ~1e6; such a block loses. */
+    /* ggml's fp16 d overflows once |x| nears 1e7; such a block loses. */
     if (!isfinite(e.r) || !isfinite(e.w)) e.r = e.w = INFINITY;
     return e;
 }

@@ -16,10 +16,11 @@
  * versions put one grid entry in each lane and keep the scalar order of
  * operations, so every level returns the same entry.
  *
- * Scale choice: a group of 32 first finds its own best real scale (a few
+ * Scale choice: a group of 32 first finds its own best real scale (ten
  * starting points, each refitted once); the block scale d is then tried at
- * a few values around max/31 (rounded to fp16, as stored) and every group
- * picks the 4-bit scale that fits best under that d. */
+ * six values around (largest group scale) * 8/31, rounded to fp16 as it is
+ * stored, and under each d every group picks the best of the three 4-bit
+ * codes nearest its own scale. The d whose total error is least wins. */
 #include "iq2_xxs_fit.h"
 
 #include "iq2_tables.h"
@@ -41,23 +42,28 @@
 #define GROUP_MAX_EPS 1e-15f
 #define NG KILN_IQ2XXS_GRID
 
-/* Starting scales of a group, as fractions of max|x| / 43: from "the
- * largest magnitude sits on the top level" down to clipping it hard. */
-static const float SEEDS[] = {1.3f, 0.91f, 0.637f, 0.4459f, 0.31213f, 0.218491f};
+/* Starting scales of a group, as fractions of max|x| / 43 (1.3 * 0.8^k):
+ * from "the largest magnitude sits on the top level" down to clipping it
+ * hard, which pays when one outlier sits among columns that matter more. */
+static const float SEEDS[] = {
+    1.3f, 1.04f, 0.832f, 0.6656f, 0.53248f, 0.425984f, 0.3407872f, 0.27262976f, 0.218103808f,
+    0.1744830464f,
+};
 /* Block scales tried, as steps of 2% around (largest group scale) * 8/31. */
 #define D_LO (-3)
 #define D_HI 2
 
 typedef void (*build_fn)(const float (*dec)[NG], const float *a, const float *w, int odd,
                          float *q2, float *qx2);
-typedef float (*best_fn)(const float *q2, const float *qx2, float S, int *g);
+typedef void (*best4_fn)(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4],
+                         int g[4]);
 
 struct kiln_iq2xxs_fit {
     float q2[32][NG];  /* per group of 8: sum w G^2 */
     float qx2[32][NG]; /* per group of 8: 2 sum w G a, less the sign-flip cost */
     const kiln_iq2xxs_search *s;
     build_fn build;
-    best_fn best;
+    best4_fn best4;
 };
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -79,19 +85,23 @@ static void build_scalar(const float (*dec)[NG], const float *a, const float *w,
     }
 }
 
-/* Max over g of qx2[g] - S*q2[g]; the first g on ties. */
-static float best_scalar(const float *q2, const float *qx2, float S, int *gout) {
-    float best = -FLT_MAX;
-    int bg = 0;
-    for (int g = 0; g < NG; g++) {
-        float t = qx2[g] - S * q2[g];
-        if (t > best) {
-            best = t;
-            bg = g;
+/* For each of 4 consecutive tables k: max over g of qx2[k][g] - S*q2[k][g]
+ * into v[k], the first such g into g[k]. */
+static void best4_scalar(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4],
+                         int g[4]) {
+    for (int k = 0; k < 4; k++) {
+        float best = -FLT_MAX;
+        int bg = 0;
+        for (int j = 0; j < NG; j++) {
+            float t = qx2[k][j] - S * q2[k][j];
+            if (t > best) {
+                best = t;
+                bg = j;
+            }
         }
+        v[k] = best;
+        g[k] = bg;
     }
-    *gout = bg;
-    return best;
 }
 
 #ifdef KILN_X86
@@ -115,31 +125,47 @@ __attribute__((target("avx2"))) static void build_avx2(const float (*dec)[NG], c
     }
 }
 
-__attribute__((target("avx2"))) static float best_avx2(const float *q2, const float *qx2, float S,
-                                                      int *gout) {
-    const __m256 s = _mm256_set1_ps(S);
-    __m256 best = _mm256_set1_ps(-FLT_MAX);
-    __m256i bidx = _mm256_setzero_si256(), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int g = 0; g < NG; g += 8) {
-        __m256 t = _mm256_sub_ps(_mm256_loadu_ps(qx2 + g), _mm256_mul_ps(s, _mm256_loadu_ps(q2 + g)));
-        __m256 gt = _mm256_cmp_ps(t, best, _CMP_GT_OQ);
-        best = _mm256_blendv_ps(best, t, gt);
-        bidx = _mm256_blendv_epi8(bidx, lane, _mm256_castps_si256(gt));
+/* The 4 tables run as 4 independent chains; each lane keeps its first
+ * maximum and the lanes are merged by (value, then lowest g). */
+__attribute__((target("avx2"))) static void best4_avx2(const float (*q2)[NG],
+                                                      const float (*qx2)[NG], float S, float v[4],
+                                                      int g[4]) {
+    const __m256 s = _mm256_set1_ps(S), lo = _mm256_set1_ps(-FLT_MAX);
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 b0 = lo, b1 = lo, b2 = lo, b3 = lo;
+    __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+#define STEP(k)                                                                                   \
+    do {                                                                                          \
+        __m256 t = _mm256_sub_ps(_mm256_loadu_ps(qx2[k] + j), _mm256_mul_ps(s, _mm256_loadu_ps(q2[k] + j))); \
+        __m256 gt = _mm256_cmp_ps(t, b##k, _CMP_GT_OQ);                                           \
+        b##k = _mm256_blendv_ps(b##k, t, gt);                                                     \
+        i##k = _mm256_blendv_epi8(i##k, lane, _mm256_castps_si256(gt));                           \
+    } while (0)
+    for (int j = 0; j < NG; j += 8) {
+        STEP(0);
+        STEP(1);
+        STEP(2);
+        STEP(3);
         lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
     }
-    float bv[8];
-    int32_t bi[8];
-    _mm256_storeu_ps(bv, best);
-    _mm256_storeu_si256((__m256i *)bi, bidx);
-    float m = bv[0];
-    int bg = bi[0];
-    for (int k = 1; k < 8; k++)
-        if (bv[k] > m || (bv[k] == m && bi[k] < bg)) {
-            m = bv[k];
-            bg = bi[k];
-        }
-    *gout = bg;
-    return m;
+#undef STEP
+    const __m256 bs[4] = {b0, b1, b2, b3};
+    const __m256i is[4] = {i0, i1, i2, i3};
+    for (int k = 0; k < 4; k++) {
+        float bv[8];
+        int32_t bi[8];
+        _mm256_storeu_ps(bv, bs[k]);
+        _mm256_storeu_si256((__m256i *)bi, is[k]);
+        float m = bv[0];
+        int bg = bi[0];
+        for (int l = 1; l < 8; l++)
+            if (bv[l] > m || (bv[l] == m && bi[l] < bg)) {
+                m = bv[l];
+                bg = bi[l];
+            }
+        v[k] = m;
+        g[k] = bg;
+    }
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
@@ -162,23 +188,36 @@ build_avx512(const float (*dec)[NG], const float *a, const float *w, int odd, fl
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
-best_avx512(const float *q2, const float *qx2, float S, int *gout) {
-    const __m512 s = _mm512_set1_ps(S);
-    __m512 best = _mm512_set1_ps(-FLT_MAX);
-    __m512i bidx = _mm512_setzero_si512();
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+best4_avx512(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4], int g[4]) {
+    const __m512 s = _mm512_set1_ps(S), lo = _mm512_set1_ps(-FLT_MAX);
     __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int g = 0; g < NG; g += 16) {
-        __m512 t = _mm512_sub_ps(_mm512_loadu_ps(qx2 + g), _mm512_mul_ps(s, _mm512_loadu_ps(q2 + g)));
-        __mmask16 gt = _mm512_cmp_ps_mask(t, best, _CMP_GT_OQ);
-        best = _mm512_mask_mov_ps(best, gt, t);
-        bidx = _mm512_mask_mov_epi32(bidx, gt, lane);
+    /* Named registers, not arrays: arrays end up in memory. */
+    __m512 b0 = lo, b1 = lo, b2 = lo, b3 = lo;
+    __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
+#define STEP(k)                                                                                   \
+    do {                                                                                          \
+        __m512 t = _mm512_sub_ps(_mm512_loadu_ps(qx2[k] + j), _mm512_mul_ps(s, _mm512_loadu_ps(q2[k] + j))); \
+        __mmask16 gt = _mm512_cmp_ps_mask(t, b##k, _CMP_GT_OQ);                                   \
+        b##k = _mm512_mask_mov_ps(b##k, gt, t);                                                   \
+        i##k = _mm512_mask_mov_epi32(i##k, gt, lane);                                             \
+    } while (0)
+    for (int j = 0; j < NG; j += 16) {
+        STEP(0);
+        STEP(1);
+        STEP(2);
+        STEP(3);
         lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
     }
-    float m = _mm512_reduce_max_ps(best);
-    __mmask16 at = _mm512_cmp_ps_mask(best, _mm512_set1_ps(m), _CMP_EQ_OQ);
-    *gout = _mm512_mask_reduce_min_epi32(at, bidx);
-    return m;
+#undef STEP
+    const __m512 bs[4] = {b0, b1, b2, b3};
+    const __m512i is[4] = {i0, i1, i2, i3};
+    for (int k = 0; k < 4; k++) {
+        float m = _mm512_reduce_max_ps(bs[k]);
+        __mmask16 at = _mm512_cmp_ps_mask(bs[k], _mm512_set1_ps(m), _CMP_EQ_OQ);
+        v[k] = m;
+        g[k] = _mm512_mask_reduce_min_epi32(at, is[k]);
+    }
 }
 #endif
 
@@ -191,15 +230,15 @@ kiln_iq2xxs_fit *kiln_iq2xxs_fit_new(void) {
     if (!f) return NULL;
     f->s = s;
     f->build = build_scalar;
-    f->best = best_scalar;
+    f->best4 = best4_scalar;
 #ifdef KILN_X86
     kiln_simd_level lvl = kiln_simd();
     if (lvl >= KILN_SIMD_AVX512) {
         f->build = build_avx512;
-        f->best = best_avx512;
+        f->best4 = best4_avx512;
     } else if (lvl >= KILN_SIMD_AVX2) {
         f->build = build_avx2;
-        f->best = best_avx2;
+        f->best4 = best4_avx2;
     }
 #endif
     return f;
@@ -214,9 +253,9 @@ void kiln_iq2xxs_fit_free(kiln_iq2xxs_fit *f) {
 /* How much better than nothing group `ib` (4 tables) fits at scale S:
  * the weighted error is const - value. Writes the chosen points to g. */
 static float group_value(const kiln_iq2xxs_fit *f, int ib, float S, int g[4]) {
-    float v = 0;
-    for (int k = 0; k < 4; k++) v += f->best(f->q2[4 * ib + k], f->qx2[4 * ib + k], S, &g[k]);
-    return S * v;
+    float v[4];
+    f->best4((const float(*)[NG])f->q2[4 * ib], (const float(*)[NG])f->qx2[4 * ib], S, v, g);
+    return S * (((v[0] + v[1]) + v[2]) + v[3]);
 }
 
 /* The group's best real scale: from each seed, take the points it picks,

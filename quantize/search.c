@@ -4,13 +4,14 @@
  * order of float additions, same candidate grid, same tie rules), because a
  * different rounding anywhere changes a level and so the block bytes.
  *
- * The candidate-grid searches (qx, qkx2/qkx3, qp) dominate quantization
- * time. Their AVX2 / AVX-512 variants evaluate several candidate scales at
- * once, one per vector lane, each lane doing exactly the scalar loop's
+ * The candidate-grid searches (qx, qkx2/qkx3) dominate quantization time.
+ * Their AVX2 / AVX-512 variants evaluate several candidate scales at once,
+ * one per vector lane, each lane doing exactly the scalar loop's
  * operations in the scalar loop's order; the winner is then picked by the
  * same sequential comparison as the scalar code, so results are identical.
  * The searches whose steps depend on each other (make_q3_quants and the
- * coordinate-descent refinements) stay scalar. */
+ * coordinate-descent refinements) and the small make_qp_quants (over the
+ * 8 or 16 sub-block scales) stay scalar. */
 /* ggml rounds every product before adding it. -std=c11 already forbids
  * fusing them into FMAs, but a build in GNU mode would fuse them inside
  * the AVX-512 functions and change the bytes. */
@@ -20,7 +21,6 @@
 
 #include "../core/cpu.h"
 
-#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -442,6 +442,7 @@ static float make_qkx(int n, int nmax, const float *x, const float *weights, boo
                       uint8_t *L, float *the_min, float rmin, float rdelta, int nstep,
                       bool use_mad) {
     if (n < 1 || n > QKX_MAX_N) { /* no format has such groups */
+        if (n > 0) memset(L, 0, (size_t)n);
         *the_min = 0;
         return 0.f;
     }

@@ -4,6 +4,7 @@
 #include "../cli/cli.h"
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -115,7 +116,7 @@ static int print_json(const kiln_tokenizer *t, const int32_t *ids, size_t n, boo
 static char *read_all(const char *path, size_t *len, kiln_err *err) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) {
-        kiln_fail(err, path, NULL, -1, "cannot open: %m");
+        kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
         return NULL;
     }
     char *buf = NULL;

@@ -507,8 +507,24 @@ typedef struct split {
     size_t *c2b;            /* code point index -> byte offset in utf */
     size_t *b2c;            /* byte offset in utf -> code point index */
     size_t *piece, n_piece, cap_piece;
+    pcre2_match_context *mctx; /* with a big JIT stack, made when needed */
+    pcre2_jit_stack *jit_stack;
     kiln_err *err;
 } split;
+
+/* Regexes with repeated groups (tekken, gpt-4o) use JIT stack per letter of
+ * a word, beyond PCRE2's default 32 KiB for long words. The stack is only
+ * reserved address space until used. */
+#define JIT_STACK_MAX (1024u * 1024u * 1024u)
+
+static int big_jit_stack(split *s) {
+    if (s->mctx) return 0;
+    if (!(s->mctx = pcre2_match_context_create(NULL)) ||
+        !(s->jit_stack = pcre2_jit_stack_create(1024 * 1024, JIT_STACK_MAX, NULL)))
+        return -1;
+    pcre2_jit_stack_assign(s->mctx, NULL, s->jit_stack);
+    return 0;
+}
 
 static int emit(split *s, size_t len) {
     if (!len) return 0;
@@ -643,7 +659,12 @@ static int split_regex(split *s, const rx *r, pcre2_match_data *md, size_t lo, s
     size_t start = 0, last = 0;
     uint32_t opts = 0;
     for (;;) {
-        int rc = pcre2_match(r->code, subj, len, start, opts | (bytes ? 0 : PCRE2_NO_UTF_CHECK), md, NULL);
+        uint32_t o = opts | (bytes ? 0 : PCRE2_NO_UTF_CHECK);
+        int rc = pcre2_match(r->code, subj, len, start, o, md, s->mctx);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->mctx) {
+            if (big_jit_stack(s) < 0) return kiln_fail(s->err, NULL, NULL, -1, "out of memory");
+            rc = pcre2_match(r->code, subj, len, start, o, md, s->mctx);
+        }
         if (rc == PCRE2_ERROR_NOMATCH && opts) {
             /* no non-empty match where the empty one was: move one character on */
             opts = 0;
@@ -776,6 +797,8 @@ oom:
     rc = kiln_fail(err, NULL, NULL, -1, "out of memory");
 done:
     pcre2_match_data_free(md);
+    pcre2_match_context_free(s.mctx);
+    pcre2_jit_stack_free(s.jit_stack);
     free(cp);
     free(cls);
     free(next);

@@ -286,40 +286,77 @@ static void test_long_text_qwen2(void **state) { check_long_text("qwen2", 135); 
 
 /* ---- without ../shared: load errors ------------------------------------ */
 
-/* A GGUF v3 image with no tensors and the given string keys. */
-static uint8_t *gguf_with_strings(const char *const *kv, int n_kv, size_t *size) {
-    uint8_t *b = calloc(1, 4096), *p = b;
-    uint32_t u32;
-    uint64_t u64;
-#define PUT(v) (memcpy(p, &(v), sizeof(v)), p += sizeof(v))
-    memcpy(p, "GGUF", 4), p += 4;
-    u32 = 3, PUT(u32);
-    u64 = 0, PUT(u64);
-    u64 = (uint64_t)n_kv, PUT(u64);
-    for (int i = 0; i < n_kv; i++) {
-        for (int s = 0; s < 2; s++) {
-            if (s == 1) u32 = KILN_GGUF_STRING, PUT(u32);
-            u64 = strlen(kv[2 * i + s]), PUT(u64);
-            memcpy(p, kv[2 * i + s], u64), p += u64;
-        }
+/* A GGUF v3 image with no tensors, built key by key. */
+typedef struct gguf_img {
+    uint8_t *b;
+    size_t n, cap;
+    uint64_t n_kv;
+} gguf_img;
+
+static void img_put(gguf_img *g, const void *p, size_t n) {
+    if (g->n + n > g->cap) {
+        g->cap = (g->n + n) * 2 + 4096;
+        g->b = realloc(g->b, g->cap);
+        assert_non_null(g->b);
     }
-#undef PUT
-    *size = (size_t)(p - b);
-    return b;
+    memcpy(g->b + g->n, p, n);
+    g->n += n;
+}
+
+static void img_str(gguf_img *g, const char *s) {
+    uint64_t n = strlen(s);
+    img_put(g, &n, 8);
+    img_put(g, s, n);
+}
+
+static void img_begin(gguf_img *g) {
+    memset(g, 0, sizeof *g);
+    uint32_t version = 3;
+    uint64_t zero = 0;
+    img_put(g, "GGUF", 4);
+    img_put(g, &version, 4);
+    img_put(g, &zero, 8); /* tensors */
+    img_put(g, &zero, 8); /* keys, patched by img_end */
+}
+
+static void img_kv_str(gguf_img *g, const char *key, const char *val) {
+    uint32_t type = KILN_GGUF_STRING;
+    img_str(g, key);
+    img_put(g, &type, 4);
+    img_str(g, val);
+    g->n_kv++;
+}
+
+static void img_kv_strs(gguf_img *g, const char *key, const char *const *vals, uint64_t n) {
+    uint32_t type = KILN_GGUF_ARRAY, elem = KILN_GGUF_STRING;
+    img_str(g, key);
+    img_put(g, &type, 4);
+    img_put(g, &elem, 4);
+    img_put(g, &n, 8);
+    for (uint64_t i = 0; i < n; i++) img_str(g, vals[i]);
+    g->n_kv++;
+}
+
+static kiln_gguf *img_end(gguf_img *g) {
+    memcpy(g->b + 16, &g->n_kv, 8);
+    kiln_err err = {{0}};
+    kiln_gguf *gg = kiln_gguf_parse(g->b, g->n, "mem.gguf", &err);
+    if (!gg) fail_msg("%s", err.msg);
+    return gg;
 }
 
 static void expect_load_error(const char *const *kv, int n_kv, const char *needle) {
-    size_t size;
-    uint8_t *img = gguf_with_strings(kv, n_kv, &size);
+    gguf_img img;
+    img_begin(&img);
+    for (int i = 0; i < n_kv; i++) img_kv_str(&img, kv[2 * i], kv[2 * i + 1]);
+    kiln_gguf *g = img_end(&img);
     kiln_err err = {{0}};
-    kiln_gguf *g = kiln_gguf_parse(img, size, "mem.gguf", &err);
-    if (!g) fail_msg("%s", err.msg);
     kiln_tokenizer *t = kiln_tokenizer_load(g, &err);
     assert_null(t);
     if (!strstr(err.msg, needle)) fail_msg("error '%s' does not mention '%s'", err.msg, needle);
     assert_non_null(strstr(err.msg, "mem.gguf"));
     kiln_gguf_close(g);
-    free(img);
+    free(img.b);
 }
 
 static void test_load_errors(void **state) {
@@ -332,9 +369,66 @@ static void test_load_errors(void **state) {
     expect_load_error(bad_pre, 2, "pre-tokenizer 'no-such-pre' is not supported");
 }
 
+/* With a vocabulary of GPT-2's 256 byte characters and no merges, every
+ * byte is one token, so any pre-tokenizer must give back the text exactly
+ * - also for a 200,000-letter word, which needs more than PCRE2's default
+ * JIT stack with the case-splitting regexes of tekken / gpt-4o. */
+static void test_byte_vocab_round_trip(void **state) {
+    static const char *const PRES[] = {"gpt-2", "llama3", "qwen2", "tekken", "gpt-4o", "deepseek-llm",
+                                       "deepseek-coder", "falcon", "default"};
+    char tokens[256][3];
+    const char *tok_ptrs[256];
+    int next = 0x100; /* bytes_to_unicode(): printable Latin-1 as itself, the rest from U+0100 */
+    for (int b = 0; b < 256; b++) {
+        int cp = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE ? b : next++;
+        tokens[b][put_utf8((uint32_t)cp, tokens[b])] = 0;
+        tok_ptrs[b] = tokens[b];
+    }
+    size_t word = 200000;
+    const char head[] = "Hello w\xc3\xb6rld 123, it's \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 ";
+    size_t len = sizeof head - 1 + word + 5;
+    char *text = malloc(len + 1), *back = malloc(len + 1);
+    assert_non_null(text);
+    assert_non_null(back);
+    memcpy(text, head, sizeof head - 1);
+    memset(text + sizeof head - 1, 'a', word);
+    memcpy(text + len - 5, " end\n", 5);
+    for (size_t i = 0; i < sizeof PRES / sizeof PRES[0]; i++) {
+        gguf_img img;
+        img_begin(&img);
+        img_kv_str(&img, "tokenizer.ggml.model", "gpt2");
+        img_kv_str(&img, "tokenizer.ggml.pre", PRES[i]);
+        img_kv_strs(&img, "tokenizer.ggml.tokens", tok_ptrs, 256);
+        img_kv_strs(&img, "tokenizer.ggml.merges", NULL, 0);
+        kiln_gguf *g = img_end(&img);
+        kiln_err err = {{0}};
+        kiln_tokenizer *t = kiln_tokenizer_load(g, &err);
+        if (!t) fail_msg("%s: %s", PRES[i], err.msg);
+        int32_t *ids;
+        size_t n;
+        if (kiln_tokenize(t, text, len, false, false, &ids, &n, &err) < 0) fail_msg("%s: %s", PRES[i], err.msg);
+        assert_int_equal(n, len);
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++) {
+            size_t pl;
+            const char *piece = kiln_token_piece(t, ids[j], &pl);
+            assert_int_equal(pl, 1);
+            back[k++] = piece[0];
+        }
+        if (memcmp(back, text, len)) fail_msg("%s: pieces do not spell the text", PRES[i]);
+        free(ids);
+        kiln_tokenizer_free(t);
+        kiln_gguf_close(g);
+        free(img.b);
+    }
+    free(text);
+    free(back);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_byte_vocab_round_trip),
         cmocka_unit_test(test_tokens_llama),
         cmocka_unit_test(test_tokens_mixtral),
         cmocka_unit_test(test_tokens_qwen2),

@@ -1,0 +1,121 @@
+/* convert/vocab_spm.c - a SentencePiece tokenizer.model exported as
+ * tokenizer.ggml.model = "llama", following llama.cpp's
+ * _create_vocab_sentencepiece: the vocab is sized by config.json's
+ * vocab_size (unfilled ids become "[PADn]", UNUSED, score -10000), piece
+ * types map UNKNOWN/CONTROL/UNUSED/BYTE through and everything else to
+ * NORMAL, then added_tokens.json and tokenizer_config.json's
+ * added_tokens_decoder overwrite their ids as USER_DEFINED or CONTROL
+ * tokens with score -1000. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "spm.h"
+#include "vocab.h"
+
+static const char *const KEYS_VOCAB[] = {"vocab_size_per_layer_input", "vocab_size", NULL};
+
+static int32_t token_type(int32_t spm_type) {
+    switch (spm_type) {
+    case CV_SPM_UNKNOWN: return CV_TOK_UNKNOWN;
+    case CV_SPM_CONTROL: return CV_TOK_CONTROL;
+    case CV_SPM_UNUSED: return CV_TOK_UNUSED;
+    case CV_SPM_BYTE: return CV_TOK_BYTE;
+    default: return CV_TOK_NORMAL;
+    }
+}
+
+/* "▁" (U+2581) -> " " in a user-defined token, as llama.cpp does. */
+static int set_user_text(cv_tokens *t, uint64_t id, const char *s, kiln_err *err) {
+    size_t n = strlen(s);
+    char *c = malloc(n + 1), *o = c;
+    if (!c) return kiln_fail(err, "tokenizer_config.json", NULL, -1, "out of memory");
+    for (size_t i = 0; i < n;) {
+        if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+            *o++ = ' ';
+            i += 3;
+        } else {
+            *o++ = s[i++];
+        }
+    }
+    int rc = cv_tokens_set(t, id, c, (uint64_t)(o - c), err);
+    free(c);
+    return rc;
+}
+
+static int apply_added_tokens(cv_tokens *t, json_t *added, kiln_err *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(added, key, v) {
+        int64_t id;
+        if (!cv_json_int(v, &id) || id < 0) return kiln_fail(err, "added_tokens.json", key, -1, "id is not an integer");
+        if ((uint64_t)id >= t->n) continue;
+        if (cv_tokens_set(t, (uint64_t)id, key, strlen(key), err) < 0) return -1;
+        t->scores[id] = -1000.0f;
+        t->types[id] = CV_TOK_USER_DEFINED;
+    }
+    return 0;
+}
+
+static int apply_decoder(cv_tokens *t, json_t *dec, kiln_err *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(dec, key, v) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        const char *content = cv_json_str(json_object_get(v, "content"));
+        if (*end || id < 0 || !content)
+            return kiln_fail(err, "tokenizer_config.json", "added_tokens_decoder", -1, "bad entry '%s'", key);
+        if ((uint64_t)id >= t->n) continue;
+        if (cv_json_truthy(json_object_get(v, "special")) || cv_token_looks_special(content, strlen(content))) {
+            t->types[id] = CV_TOK_CONTROL;
+            if (cv_tokens_set(t, (uint64_t)id, content, strlen(content), err) < 0) return -1;
+        } else {
+            t->types[id] = CV_TOK_USER_DEFINED;
+            if (set_user_text(t, (uint64_t)id, content, err) < 0) return -1;
+        }
+        t->scores[id] = -1000.0f;
+    }
+    return 0;
+}
+
+int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *k) {
+    char *buf = NULL;
+    size_t len = 0;
+    int got = cv_source_read_all(src, "tokenizer.model", &buf, &len, k->err);
+    if (got <= 0) return got;
+    cv_spm spm;
+    if (cv_spm_parse((const uint8_t *)buf, len, "tokenizer.model", &spm, k->err) < 0) {
+        free(buf);
+        return -1;
+    }
+    int64_t vocab_size = 0;
+    json_t *vs = cv_json_find(hparams, KEYS_VOCAB, NULL);
+    if (!cv_json_truthy(vs) || !cv_json_int(vs, &vocab_size) || vocab_size <= 0) vocab_size = spm.n;
+    cv_tokens t;
+    int rc = cv_tokens_init(&t, (uint64_t)vocab_size, true, k->err);
+    for (int64_t i = 0; rc == 0 && i < vocab_size; i++) {
+        char pad[32];
+        int n = snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
+        rc = cv_tokens_set(&t, (uint64_t)i, pad, (uint64_t)n, k->err);
+        t.scores[i] = -10000.0f;
+        t.types[i] = CV_TOK_UNUSED;
+    }
+    for (uint32_t i = 0; rc == 0 && i < spm.n && i < (uint64_t)vocab_size; i++) {
+        rc = cv_tokens_set(&t, i, spm.pieces[i].text, spm.pieces[i].len, k->err);
+        t.scores[i] = spm.pieces[i].score;
+        t.types[i] = token_type(spm.pieces[i].type);
+    }
+    if (rc == 0 && json_is_object(f->added_tokens)) rc = apply_added_tokens(&t, f->added_tokens, k->err);
+    json_t *dec = f->tokenizer_config ? json_object_get(f->tokenizer_config, "added_tokens_decoder") : NULL;
+    if (rc == 0 && json_is_object(dec)) rc = apply_decoder(&t, dec, k->err);
+    if (rc == 0) rc = cv_kv_str(k, "tokenizer.ggml.model", "llama");
+    if (rc == 0) rc = cv_kv_str(k, "tokenizer.ggml.pre", "default");
+    if (rc == 0) rc = cv_tokens_write(&t, k);
+    if (rc == 0) rc = cv_special_write(src, f, false, (int64_t)t.n, k);
+    cv_tokens_free(&t);
+    cv_spm_free(&spm);
+    free(buf);
+    return rc < 0 ? -1 : 1;
+}
