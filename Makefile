@@ -25,8 +25,8 @@ override LDLIBS += -fopenmp -lm
 # which are the thin CLI layers linked into build/kiln only.
 LIBDIRS := core quantize convert inspect imatrix splice runtime golden
 ALL_SRC := $(foreach d,$(LIBDIRS),$(wildcard $(d)/*.c))
-CMD_SRC := $(wildcard cli/*.c) $(filter %/cmd_%.c,$(ALL_SRC))
-LIB_SRC := $(filter-out %/cmd_%.c,$(ALL_SRC))
+CMD_SRC := $(wildcard cli/*.c) $(foreach d,$(LIBDIRS),$(wildcard $(d)/cmd_*.c))
+LIB_SRC := $(filter-out $(CMD_SRC),$(ALL_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 

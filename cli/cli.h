@@ -16,6 +16,7 @@ int kiln_cmd_inspect(int argc, char **argv);
 int kiln_cmd_diff(int argc, char **argv);
 int kiln_cmd_testmodel(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
+int kiln_cmd_splice(int argc, char **argv);
 /* @cmd-prototypes */
 
 /* Prints "kiln: <message>" to stderr and returns KILN_EXIT_FAIL. */

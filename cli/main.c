@@ -13,10 +13,11 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
+    {"testmodel", kiln_cmd_testmodel, "write a small synthetic Hugging Face model (any supported arch)"},
     {"inspect", kiln_cmd_inspect, "show a model's header, metadata, tensors and statistics"},
     {"diff", kiln_cmd_diff, "compare two models' metadata, tensors and values"},
-    {"testmodel", kiln_cmd_testmodel, "write a small synthetic Hugging Face model (any supported arch)"},
     {"tokenize", kiln_cmd_tokenize, "show the token ids llama.cpp would give a text"},
+    {"splice", kiln_cmd_splice, "mix tensors or experts of two GGUFs, or cut experts, without dequantizing"},
     /* @commands: one line per subcommand, in pipeline order */
 };
 

@@ -74,8 +74,10 @@ static void print_plan(const kiln_tm_config *c, const kiln_tm_tensor *t, size_t 
     for (size_t i = 0; i < n; i++) {
         uint64_t ne = (uint64_t)t[i].shape[0] * (t[i].n_dims == 2 ? (uint64_t)t[i].shape[1] : 1);
         params += ne;
-        if (t[i].n_dims == 2) printf("  %-60s [%lld, %lld]\n", t[i].name, (long long)t[i].shape[0], (long long)t[i].shape[1]);
-        else printf("  %-60s [%lld]\n", t[i].name, (long long)t[i].shape[0]);
+        if (t[i].n_dims == 2)
+            printf("  %-60s [%lld, %lld]\n", t[i].name, (long long)t[i].shape[0], (long long)t[i].shape[1]);
+        else
+            printf("  %-60s [%lld]\n", t[i].name, (long long)t[i].shape[0]);
     }
     printf("%zu tensors, %llu parameters, %llu bytes of tensor data\n", n, (unsigned long long)params,
            (unsigned long long)(params * esize));

@@ -175,10 +175,14 @@ static int check_scale(const builder *b, const kiln_st_tensor *w, const kiln_st_
                      (long long)s->nelements, w->name);
 }
 
-/* llama.cpp's choice of tensor type (prepare_tensors). */
+/* llama.cpp's rule for tensors that stay F32 (prepare_tensors). */
+static bool f32_rule(const char *name, uint32_t n_dims, uint8_t flags) {
+    return n_dims <= 1 || ends_with(name, "_norm.weight") || (flags & CV_T_F32) || !ends_with(name, ".weight");
+}
+
+/* llama.cpp's choice of tensor type. */
 static uint32_t pick_type(const builder *b, const char *name, uint32_t n_dims, int64_t ne0, uint8_t flags) {
-    if (n_dims <= 1 || ends_with(name, "_norm.weight")) return KILN_F32;
-    if ((flags & CV_T_F32) || !ends_with(name, ".weight")) return KILN_F32;
+    if (f32_rule(name, n_dims, flags)) return KILN_F32;
     switch (b->p->outtype) {
     case CV_OUT_F16: return KILN_F16;
     case CV_OUT_BF16: return KILN_BF16;
@@ -235,6 +239,7 @@ static int add_out(builder *b, char *name, const int64_t *hf, uint32_t nd, uint8
     for (uint32_t i = 0; i < nd; i++) o->nelements *= hf[i];
     o->dtype = parts ? b->st->t[parts[0].st].dtype : KILN_ST_F32;
     o->type = pick_type(b, name, nd, o->ne[0], flags);
+    o->f32_rule = f32_rule(name, nd, flags);
     o->nbytes = kiln_type_row_bytes(o->type, (uint64_t)o->nelements);
     b->p->data_bytes += o->nbytes;
     return 0;

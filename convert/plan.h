@@ -37,6 +37,7 @@ typedef struct cv_out {
     uint32_t n_dims;
     int64_t ne[4];          /* GGUF order: ne[0] is the row length */
     uint32_t type;          /* ggml type written */
+    bool f32_rule;          /* F32 by llama.cpp's rules, whatever the outtype */
     kiln_st_dtype dtype;    /* source dtype (all parts share it) */
     uint8_t xform;
     uint32_t n_head;        /* groups for CV_X_PERMUTE */

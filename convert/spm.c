@@ -74,7 +74,7 @@ static int tag(rd *r, uint32_t *field_no, uint32_t *wt, const char *field) {
 static int piece(rd *r, cv_spm_piece *pc) {
     *pc = (cv_spm_piece){.text = "", .len = 0, .score = 0.0f, .type = CV_SPM_NORMAL};
     while (r->p < r->end) {
-        uint32_t f, wt;
+        uint32_t f = 0, wt = 0;
         if (tag(r, &f, &wt, "pieces") < 0) return -1;
         if (f == 1 && wt == 2) {
             rd s;
@@ -103,7 +103,7 @@ int cv_spm_parse(const uint8_t *buf, size_t len, const char *name, cv_spm *out, 
     rd r = {buf, buf, buf + len, name, err};
     uint32_t cap = 0;
     while (r.p < r.end) {
-        uint32_t f, wt;
+        uint32_t f = 0, wt = 0;
         if (tag(&r, &f, &wt, "ModelProto") < 0) goto bad;
         if (f != 1 || wt != 2) {
             if (skip(&r, wt, "ModelProto") < 0) goto bad;

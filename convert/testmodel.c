@@ -112,7 +112,8 @@ int kiln_tm_check(const kiln_tm_config *c, kiln_err *err) {
     const arch_info *a = &ARCH[c->arch];
     const uint32_t big = 1u << 20;
     if (c->layers < 1 || c->layers > 4096) return kiln_fail(err, NULL, "layers", -1, "%u: must be 1..4096", c->layers);
-    if (c->hidden < 1 || c->hidden > big) return kiln_fail(err, NULL, "hidden", -1, "%u: must be 1..%u", c->hidden, big);
+    if (c->hidden < 1 || c->hidden > big)
+        return kiln_fail(err, NULL, "hidden", -1, "%u: must be 1..%u", c->hidden, big);
     if (c->ffn < 1 || c->ffn > big) return kiln_fail(err, NULL, "ffn", -1, "%u: must be 1..%u", c->ffn, big);
     if (c->ctx < 1 || c->ctx > big) return kiln_fail(err, NULL, "ctx", -1, "%u: must be 1..%u", c->ctx, big);
     if (c->heads < 1 || c->hidden % c->heads)
@@ -217,7 +218,8 @@ static void plan_decoder(const kiln_tm_config *c, plan *p) {
     for (uint32_t l = 0; l < c->layers; l++) {
         for (int i = 0; i < 3; i++) {
             add(p, KILN_TM_MATRIX, 1, true, rows[i], h, "model.layers.%u.self_attn.%s_proj.weight", l, proj[i]);
-            if (a->qkv_bias) add(p, KILN_TM_BIAS, 0, false, rows[i], -1, "model.layers.%u.self_attn.%s_proj.bias", l, proj[i]);
+            if (a->qkv_bias)
+                add(p, KILN_TM_BIAS, 0, false, rows[i], -1, "model.layers.%u.self_attn.%s_proj.bias", l, proj[i]);
         }
         add(p, KILN_TM_MATRIX, 1, false, h, q, "model.layers.%u.self_attn.o_proj.weight", l);
         if (a->qk_norm) {
@@ -458,7 +460,8 @@ static int remove_stale(const kiln_tm_config *c, const char *dir, uint32_t n_fil
         else if (!strcmp(n, "tokenizer.model")) stale = !spm;
         else if (!strcmp(n, "tokenizer.json") || !strcmp(n, "vocab.json") || !strcmp(n, "merges.txt")) stale = spm;
         snprintf(path, sizeof path, "%s/%s", dir, n);
-        if (stale && unlink(path) != 0) rc = kiln_fail(err, path, NULL, -1, "cannot remove stale file: %s", strerror(errno));
+        if (stale && unlink(path) != 0)
+            rc = kiln_fail(err, path, NULL, -1, "cannot remove stale file: %s", strerror(errno));
     }
     closedir(d);
     return rc;
@@ -483,6 +486,11 @@ int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *
         if (r < 0) return -1;
         if (r > 0 && !(opts && opts->force))
             return kiln_fail(err, dir, NULL, -1, "already holds a model (%s); use --force to overwrite it", found);
+        /* until the new config.json lands, the directory must not look complete */
+        char cfg[4096];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        if (r > 0 && unlink(cfg) != 0 && errno != ENOENT)
+            return kiln_fail(err, cfg, NULL, -1, "cannot remove: %s", strerror(errno));
     }
     kiln_tm_tensor *t;
     size_t n;

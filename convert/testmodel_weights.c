@@ -68,7 +68,9 @@ typedef struct gen {
     float *chan; /* per input channel multiplier, or NULL */
 } gen;
 
-static uint64_t tensor_seed(const kiln_tm_config *c, const char *name) { return mix64(kiln_tm_fnv1a(name) ^ mix64(c->seed)); }
+static uint64_t tensor_seed(const kiln_tm_config *c, const char *name) {
+    return mix64(kiln_tm_fnv1a(name) ^ mix64(c->seed));
+}
 
 /* The model's outlier channels: the same few residual-stream dimensions in
  * every matrix that has outliers, as in trained transformers. */

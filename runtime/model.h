@@ -34,7 +34,7 @@ typedef struct kiln_hparams {
     bool expert_weights_norm; /* renormalise the top-k routing weights */
     float norm_eps;           /* rms or layer norm epsilon */
     float rope_freq_base, rope_freq_scale;
-    int64_t n_rot;            /* rope.dimension_count */
+    int64_t n_rot;            /* rope.dimension_count; 0: no RoPE (gpt2) */
     bool rope_neox;           /* NEOX (rotate halves) vs normal (pairs) */
 } kiln_hparams;
 
@@ -45,7 +45,7 @@ typedef struct kiln_layer {
     const kiln_tensor *bq, *bk, *bv, *bo, *bqkv;
     const kiln_tensor *attn_q_norm, *attn_k_norm;
     const kiln_tensor *ffn_norm, *ffn_norm_b;
-    const kiln_tensor *ffn_gate, *ffn_up, *ffn_down, *ffn_up_b, *ffn_down_b;
+    const kiln_tensor *ffn_gate, *ffn_up, *ffn_down, *ffn_gate_b, *ffn_up_b, *ffn_down_b;
     const kiln_tensor *ffn_gate_inp;                                  /* router */
     const kiln_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;   /* 3-D */
     const kiln_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
@@ -56,6 +56,7 @@ typedef struct kiln_model {
     kiln_hparams hp;
     kiln_tokenizer *tok;
     const kiln_tensor *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output;
+    const kiln_tensor *rope_freqs; /* llama 3 rope frequency factors, or NULL */
     kiln_layer *layers;  /* hp.n_layer entries */
 } kiln_model;
 

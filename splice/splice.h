@@ -31,7 +31,7 @@
 
 #include "../core/error.h"
 #include "../core/gguf.h"
-#include "imatrix_gguf.h"
+#include "../imatrix/imatrix_file.h"
 
 typedef struct kiln_splice_opts {
     const char *base;
@@ -67,14 +67,13 @@ typedef struct kiln_splice_item {
     uint32_t n_dims;
     int64_t ne[KILN_GGUF_MAX_DIMS]; /* output shape */
     uint64_t bytes_before, bytes_after;
-    bool has_imatrix;               /* REQUANT: weights come from imx */
-    kiln_splice_imatrix_entry imx;
+    const kiln_imatrix_entry *imx;  /* REQUANT: the importance weights, or NULL */
 } kiln_splice_item;
 
 typedef struct kiln_splice_plan {
     kiln_splice_opts opts;
     kiln_gguf *base, *donor;
-    kiln_splice_imatrix imatrix;    /* .g is NULL without --imatrix */
+    kiln_imatrix *imatrix;          /* NULL without --imatrix */
     char *arch;                     /* general.architecture */
     uint64_t n_expert;              /* ARCH.expert_count, 0 for a dense model */
     bool *expert_sel;               /* n_expert flags: --expert-ids / --keep-experts */

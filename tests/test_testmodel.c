@@ -176,7 +176,8 @@ static void test_stw_library_vectors(void **state) {
         kiln_stw *w = kiln_stw_create(p, NULL, &err);
         assert_non_null(w);
         if (!cases[k].name) assert_int_equal(kiln_stw_metadata(w, "framework", "pt", &err), 0);
-        else assert_int_equal(kiln_stw_declare(w, cases[k].name, KILN_ST_F32, cases[k].n_dims, cases[k].shape, &err), 0);
+        else
+            assert_int_equal(kiln_stw_declare(w, cases[k].name, KILN_ST_F32, cases[k].n_dims, cases[k].shape, &err), 0);
         assert_int_equal(kiln_stw_begin(w, &err), 0);
         int64_t idx;
         if (cases[k].name) {
@@ -266,7 +267,8 @@ static void test_stw_shards(void **state) {
     assert_false(exists(path_in(dir, "model.safetensors")));
     assert_int_equal(count_files(dir, ".tmp"), 0);
     json_t *idx = load_json(path_in(dir, "model.safetensors.index.json"));
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(idx, "metadata"), "total_size")), 40 + 40 + 160 + 40 + 40 + 25);
+    json_t *total = json_object_get(json_object_get(idx, "metadata"), "total_size");
+    assert_int_equal(json_integer_value(total), 40 + 40 + 160 + 40 + 40 + 25);
     json_t *map = json_object_get(idx, "weight_map");
     assert_int_equal(json_object_size(map), 6);
     for (int i = 0; i < 6; i++) assert_string_equal(json_string_value(json_object_get(map, items[i].name)), want[i]);
@@ -668,7 +670,8 @@ static void check_config(const char *dir, const kiln_tm_config *c) {
     for (int i = 0; i < n; i++) {
         json_t *v = json_object_get(j, ints[i].key);
         if (!json_is_integer(v) || json_integer_value(v) != ints[i].want)
-            fail_msg("%s config.json: %s should be %lld", kiln_tm_arch_name(c->arch), ints[i].key, (long long)ints[i].want);
+            fail_msg("%s config.json: %s should be %lld", kiln_tm_arch_name(c->arch), ints[i].key,
+                     (long long)ints[i].want);
     }
     json_t *g = load_json(path_in(dir, "generation_config.json"));
     assert_true(json_equal(json_object_get(g, "eos_token_id"), json_object_get(j, "eos_token_id")));
@@ -763,7 +766,8 @@ static void check_bpe(const char *dir, const kiln_tm_config *c) {
         snprintf(ab, sizeof ab, "%s%s", a, b);
         json_t *ia = json_object_get(vocab, a), *ib = json_object_get(vocab, b), *iab = json_object_get(vocab, ab);
         if (!ia || !ib || !iab) fail_msg("merge '%s' joins or makes an unknown token", m);
-        assert_true(json_integer_value(iab) > json_integer_value(ia) && json_integer_value(iab) > json_integer_value(ib));
+        assert_true(json_integer_value(iab) > json_integer_value(ia));
+        assert_true(json_integer_value(iab) > json_integer_value(ib));
     }
     /* eos is the end-of-text token */
     json_t *cfg = load_json(path_in(dir, "config.json"));
@@ -1056,7 +1060,8 @@ static void test_weights_realistic(void **state) {
     free(x);
     /* about half of the matrices reading the residual stream have outlier channels */
     int with = 0, total = 0;
-    const char *const mats[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"};
+    const char *const mats[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj",
+                                "mlp.up_proj"};
     for (unsigned l = 0; l < c.layers; l++)
         for (int m = 0; m < 5; m++) {
             snprintf(name, sizeof name, "model.layers.%u.%s.weight", l, mats[m]);
@@ -1181,7 +1186,8 @@ static void test_config_checks(void **state) {
     size_t n;
     assert_int_equal(kiln_tm_plan(&c, &plan, &n, &err), 0);
     uint64_t params = 0;
-    for (size_t i = 0; i < n; i++) params += (uint64_t)plan[i].shape[0] * (plan[i].n_dims == 2 ? (uint64_t)plan[i].shape[1] : 1);
+    for (size_t i = 0; i < n; i++)
+        params += (uint64_t)plan[i].shape[0] * (plan[i].n_dims == 2 ? (uint64_t)plan[i].shape[1] : 1);
     assert_true(params > 1095000000ull && params < 1105000000ull);
     free(plan);
 }

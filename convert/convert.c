@@ -1,0 +1,202 @@
+/* convert/convert.c - the conversion driver: opens a source, reads the
+ * config and tokenizer files, plans the tensors, and writes the GGUF
+ * (see convert.h). The pieces it strings together live in source*.c,
+ * stlist.c, plan.c, emit.c, meta*.c and vocab*.c. */
+#include "convert.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/types.h"
+#include "arch.h"
+#include "emit.h"
+#include "hparams.h"
+#include "json.h"
+#include "meta.h"
+#include "plan.h"
+#include "source.h"
+#include "stlist.h"
+#include "vocab.h"
+
+struct kiln_hf_model {
+    kiln_convert_opts opts;
+    cv_source *src;
+    cv_tok_files tok;
+    json_t *hparams; /* config.json with text_config merged */
+    const cv_arch *arch;
+    cv_hp hp;
+    cv_stlist st;
+    cv_plan plan;
+    cv_reader reader;
+    bool reader_ready;
+};
+
+int kiln_outtype_parse(const char *name) { return cv_outtype_parse(name); }
+const char *kiln_outtype_name(kiln_outtype t) { return cv_outtype_name((cv_outtype)t); }
+
+static const char *architecture(kiln_hf_model *m, kiln_err *err) {
+    json_t *archs = json_object_get(m->tok.config, "architectures");
+    const char *name = cv_json_str(json_array_get(archs, 0));
+    if (!name) {
+        kiln_fail(err, "config.json", "architectures", -1, "missing: cannot tell the architecture (kiln supports %s)",
+                  cv_arch_list());
+        return NULL;
+    }
+    m->arch = cv_arch_find(name);
+    if (!m->arch) kiln_fail(err, "config.json", "architectures", -1, "unsupported architecture '%s'; kiln supports %s",
+                            name, cv_arch_list());
+    return m->arch ? name : NULL;
+}
+
+static int open_model(kiln_hf_model *m, const char *path, kiln_err *err) {
+    if (!(m->src = cv_source_open(path, err))) return -1;
+    if (cv_tok_files_load(m->src, &m->tok, err) < 0) return -1;
+    if (!json_is_object(m->tok.config)) return kiln_fail(err, "config.json", NULL, -1, "not a JSON object");
+    if (!architecture(m, err)) return -1;
+    if (!(m->hparams = cv_config_flatten(m->tok.config))) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
+    if (cv_hp_load(m->arch, m->hparams, &m->hp, err) < 0) return -1;
+    if (m->opts.pre_tokenizer && !cv_pretok_known(m->opts.pre_tokenizer))
+        return kiln_fail(err, NULL, "--pre-tokenizer", -1, "unknown pre-tokenizer '%s' (llama.cpp does not know it)",
+                         m->opts.pre_tokenizer);
+    if (m->opts.vocab_only) return 0;
+    if (cv_stlist_load(m->src, &m->st, err) < 0) return -1;
+    return cv_plan_build(m->arch, m->hparams, &m->hp, &m->st, (cv_outtype)m->opts.outtype, &m->plan, err);
+}
+
+kiln_hf_model *kiln_hf_open(const char *path, const kiln_convert_opts *opts, kiln_err *err) {
+    kiln_hf_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        kiln_fail(err, path, NULL, -1, "out of memory");
+        return NULL;
+    }
+    if (opts) m->opts = *opts;
+    if (open_model(m, path, err) < 0) {
+        kiln_hf_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+void kiln_hf_close(kiln_hf_model *m) {
+    if (!m) return;
+    if (m->reader_ready) cv_reader_free(&m->reader);
+    cv_plan_free(&m->plan);
+    cv_stlist_free(&m->st);
+    json_decref(m->hparams);
+    cv_tok_files_free(&m->tok);
+    cv_source_close(m->src);
+    free(m);
+}
+
+const char *kiln_hf_arch(const kiln_hf_model *m) { return m->arch->gguf_arch; }
+const char *kiln_hf_class(const kiln_hf_model *m) { return m->arch->hf_name; }
+kiln_outtype kiln_hf_outtype(const kiln_hf_model *m) { return (kiln_outtype)m->plan.outtype; }
+uint64_t kiln_hf_n_tensors(const kiln_hf_model *m) { return m->plan.n; }
+uint64_t kiln_hf_data_bytes(const kiln_hf_model *m) { return m->plan.data_bytes; }
+
+void kiln_hf_tensor_info(const kiln_hf_model *m, uint64_t i, kiln_hf_tensor *out) {
+    const cv_out *o = &m->plan.t[i];
+    *out = (kiln_hf_tensor){.name = o->name, .hf_name = o->hf_name, .n_dims = o->n_dims, .type = o->type,
+                            .nbytes = o->nbytes, .src_dtype = o->gen ? "F32" : kiln_st_dtype_name(o->dtype)};
+    memcpy(out->ne, o->ne, sizeof out->ne);
+    out->f32_by_rule = o->f32_rule;
+}
+
+int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_bytes, kiln_err *err) {
+    cv_kv k = {.w = w, .arch = m->arch->gguf_arch, .err = err};
+    const cv_plan *plan = m->opts.vocab_only ? NULL : &m->plan;
+    /* vocab-only reads no tensors, so auto falls back to llama.cpp's f16 */
+    static const uint32_t ft[] = {1, 0, 1, 32, 7};
+    uint32_t file_type = m->opts.vocab_only ? ft[m->opts.outtype] : m->plan.file_type;
+    if (cv_meta_general(m->src, m->hparams, plan, &k) < 0 ||
+        cv_meta_arch(m->arch, m->hparams, &m->hp, file_type, &k) < 0 ||
+        cv_kv_u32(&k, "general.quantization_version", 2) < 0 ||
+        cv_vocab_write(m->arch, m->src, &m->tok, m->hparams, m->opts.pre_tokenizer, &k) < 0)
+        return -1;
+    if (kv_bytes) *kv_bytes = k.bytes;
+    return 0;
+}
+
+int kiln_hf_add_tensors(kiln_hf_model *m, kiln_gguf_writer *w, kiln_err *err) {
+    for (uint64_t i = 0; i < m->plan.n; i++) {
+        const cv_out *o = &m->plan.t[i];
+        if (kiln_writer_add_tensor(w, o->name, o->type, o->n_dims ? o->n_dims : 1, o->ne, err) < 0) return -1;
+    }
+    return 0;
+}
+
+static int ready(kiln_hf_model *m, kiln_err *err) {
+    if (m->reader_ready) return 0;
+    if (cv_reader_init(&m->reader, m->src, &m->st, &m->plan, err) < 0) return -1;
+    m->reader_ready = true;
+    return 0;
+}
+
+static int writer_sink(void *user, const void *data, uint64_t n, kiln_err *err) {
+    return kiln_writer_write(user, data, n, err);
+}
+
+int kiln_hf_write_tensor(kiln_hf_model *m, uint64_t i, kiln_gguf_writer *w, kiln_err *err) {
+    if (ready(m, err) < 0) return -1;
+    return cv_emit_tensor(&m->reader, i, writer_sink, w, err);
+}
+
+int kiln_hf_read_f32(kiln_hf_model *m, uint64_t i, int64_t row0, int64_t nrows, float *dst, kiln_err *err) {
+    if (ready(m, err) < 0) return -1;
+    const cv_out *o = &m->plan.t[i];
+    if (row0 < 0 || nrows < 0 || row0 + nrows > o->nelements / o->ne[0])
+        return kiln_fail(err, o->name, NULL, -1, "rows [%lld, %lld) out of range", (long long)row0,
+                         (long long)(row0 + nrows));
+    return cv_read_f32(&m->reader, i, row0, row0 + nrows, dst, err);
+}
+
+void kiln_hf_tensor_done(kiln_hf_model *m, uint64_t i) {
+    if (m->reader_ready) cv_reader_done(&m->reader, i);
+}
+
+static uint64_t pad(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err) {
+    kiln_gguf_writer *w = kiln_writer_new("/dev/null/kiln-size", NULL, err);
+    uint64_t kv = 0;
+    if (!w || kiln_hf_set_metadata(m, w, &kv, err) < 0) {
+        kiln_writer_abort(w);
+        return 0;
+    }
+    kiln_writer_abort(w);
+    uint64_t size = 4 + 4 + 8 + 8 + kv, data = 0;
+    for (uint64_t i = 0; i < m->plan.n; i++) {
+        const cv_out *o = &m->plan.t[i];
+        size += 8 + strlen(o->name) + 4 + 8 * (o->n_dims ? o->n_dims : 1) + 4 + 8;
+        data += pad(o->nbytes, KILN_GGUF_DEFAULT_ALIGNMENT);
+    }
+    return m->plan.n ? pad(size, KILN_GGUF_DEFAULT_ALIGNMENT) + data : size;
+}
+
+int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts, const kiln_write_opts *wopts,
+                 kiln_convert_progress progress, void *ud, kiln_err *err) {
+    kiln_hf_model *m = kiln_hf_open(src, opts, err);
+    if (!m) return -1;
+    kiln_write_opts wo = wopts ? *wopts : (kiln_write_opts){0};
+    const char *inputs[1] = {src};
+    if (!wo.inputs) wo.inputs = inputs, wo.n_inputs = 1;
+    kiln_gguf_writer *w = kiln_writer_new(out, &wo, err);
+    int rc = w ? 0 : -1;
+    if (rc == 0) rc = kiln_hf_set_metadata(m, w, NULL, err);
+    if (rc == 0) rc = kiln_hf_add_tensors(m, w, err);
+    if (rc == 0) rc = kiln_writer_begin(w, err);
+    uint64_t done = 0, total = m->plan.data_bytes;
+    for (uint64_t i = 0; rc == 0 && i < m->plan.n; i++) {
+        rc = kiln_hf_write_tensor(m, i, w, err);
+        kiln_hf_tensor_done(m, i);
+        done += m->plan.t[i].nbytes;
+        if (progress) progress(ud, done, total);
+    }
+    if (rc == 0) {
+        rc = kiln_writer_finish(w, err);
+    } else {
+        kiln_writer_abort(w);
+    }
+    kiln_hf_close(m);
+    return rc;
+}
