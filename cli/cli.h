@@ -17,6 +17,12 @@ int kiln_cmd_diff(int argc, char **argv);
 int kiln_cmd_testmodel(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_splice(int argc, char **argv);
+int kiln_cmd_convert(int argc, char **argv);
+int kiln_cmd_quantize(int argc, char **argv);
+int kiln_cmd_imatrix(int argc, char **argv);
+int kiln_cmd_perplexity(int argc, char **argv);
+int kiln_cmd_golden(int argc, char **argv);
+int kiln_cmd_generate(int argc, char **argv);
 /* @cmd-prototypes */
 
 /* Prints "kiln: <message>" to stderr and returns KILN_EXIT_FAIL. */

@@ -18,6 +18,12 @@ static const command COMMANDS[] = {
     {"diff", kiln_cmd_diff, "compare two models' metadata, tensors and values"},
     {"tokenize", kiln_cmd_tokenize, "show the token ids llama.cpp would give a text"},
     {"splice", kiln_cmd_splice, "mix tensors or experts of two GGUFs, or cut experts, without dequantizing"},
+    {"convert", kiln_cmd_convert, "convert a Hugging Face model (dir, HF cache, archive) to GGUF"},
+    {"imatrix", kiln_cmd_imatrix, "collect an importance matrix (llama-imatrix), merge or convert imatrix files"},
+    {"quantize", kiln_cmd_quantize, "quantize a GGUF to a llama.cpp preset (Q4_K_M, ...) or a type"},
+    {"perplexity", kiln_cmd_perplexity, "perplexity and KL divergence over a text, as llama-perplexity measures them"},
+    {"golden", kiln_cmd_golden, "record a model's logits on prompts, or check a model against recorded logits"},
+    {"generate", kiln_cmd_generate, "continue a prompt (greedy or sampled): a smoke check and demo"},
     /* @commands: one line per subcommand, in pipeline order */
 };
 

@@ -173,6 +173,22 @@ uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err) {
     return m->plan.n ? pad(size, KILN_GGUF_DEFAULT_ALIGNMENT) + data : size;
 }
 
+/* The writer sink, counting bytes for the progress callback. */
+typedef struct progress_sink {
+    kiln_gguf_writer *w;
+    kiln_convert_progress cb;
+    void *ud;
+    uint64_t done, total;
+} progress_sink;
+
+static int progress_write(void *user, const void *data, uint64_t n, kiln_err *err) {
+    progress_sink *ps = user;
+    if (kiln_writer_write(ps->w, data, n, err) < 0) return -1;
+    ps->done += n;
+    if (ps->cb) ps->cb(ps->ud, ps->done, ps->total);
+    return 0;
+}
+
 int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts, const kiln_write_opts *wopts,
                  kiln_convert_progress progress, void *ud, kiln_err *err) {
     kiln_hf_model *m = kiln_hf_open(src, opts, err);
@@ -185,12 +201,11 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
     if (rc == 0) rc = kiln_hf_set_metadata(m, w, NULL, err);
     if (rc == 0) rc = kiln_hf_add_tensors(m, w, err);
     if (rc == 0) rc = kiln_writer_begin(w, err);
-    uint64_t done = 0, total = m->plan.data_bytes;
+    progress_sink ps = {.w = w, .cb = progress, .ud = ud, .total = m->plan.data_bytes};
+    if (rc == 0) rc = ready(m, err);
     for (uint64_t i = 0; rc == 0 && i < m->plan.n; i++) {
-        rc = kiln_hf_write_tensor(m, i, w, err);
+        rc = cv_emit_tensor(&m->reader, i, progress_write, &ps, err);
         kiln_hf_tensor_done(m, i);
-        done += m->plan.t[i].nbytes;
-        if (progress) progress(ud, done, total);
     }
     if (rc == 0) {
         rc = kiln_writer_finish(w, err);

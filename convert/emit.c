@@ -140,7 +140,15 @@ static void f32_to_half(const float *src, uint16_t *dst, int64_t n, bool bf16) {
     }
 }
 
-/* gguf-py turns BF16 into f32 and back, which sets a NaN's quiet bit. */
+/* gguf-py turns BF16 into f32 and back, which sets a NaN's quiet bit.
+ * NaNs are rare: the common case is one vectorized read-only pass. */
+static bool bf16_has_nan(const uint16_t *p, int64_t n) {
+    uint16_t any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t i = 0; i < n; i++) any |= (uint16_t)((p[i] & 0x7fff) > 0x7f80);
+    return any != 0;
+}
+
 static void bf16_quiet_nans(uint16_t *p, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if ((p[i] & 0x7fff) > 0x7f80) p[i] |= 0x40;
@@ -183,26 +191,60 @@ static int dequant_part_rows(cv_reader *r, const cv_part *part, const uint8_t *s
     return 0;
 }
 
-/* Rows [r0, r1) of a plain or stacked tensor, read from the parts. */
+/* Bytes [off, off + n) of a source file: *p points into the file's
+ * mapping when there is one (zero copy), else they are read into dst. */
+static int source_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n, uint8_t *dst, const uint8_t **p,
+                        kiln_err *err) {
+    const uint8_t *base;
+    int m = cv_source_map(r->src, file, &base, err);
+    if (m < 0) return -1;
+    if (m == 0) {
+        *p = base + off;
+        return 0;
+    }
+    *p = dst;
+    return cv_source_pread(r->src, file, dst, n, off, err);
+}
+
+/* Done with source bytes: mapped pages leave the process's memory. */
+static void release_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n) {
+    cv_source_unmap_hint(r->src, file, off, n);
+}
+
+/* Rows [r0, r1) of a plain or stacked tensor, read from the parts. A chunk
+ * inside one part of a mapped file is handed out in place; the caller
+ * releases it (r->pending) once it has been used. */
 static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, const void **ptr, kiln_st_dtype *cd,
                        kiln_err *err) {
     int64_t cols = o->ne[0], rows_pp = o->nelements / cols / o->n_parts;
-    uint32_t es = kiln_st_dtype_size(o->dtype);
+    uint64_t es = kiln_st_dtype_size(o->dtype), row_bytes = (uint64_t)cols * es;
     bool f8 = is_e4m3(o->dtype);
-    if (grow(&r->raw, &r->raw_cap, (uint64_t)(r1 - r0) * cols * es, err) < 0) return -1;
     if (f8 && grow(&r->f32, &r->f32_cap, (uint64_t)(r1 - r0) * cols * 4, err) < 0) return -1;
+    bool one_part = r0 / rows_pp == (r1 - 1) / rows_pp;
     for (int64_t row = r0; row < r1;) {
         int64_t p = row / rows_pp, lr = row % rows_pp, n = r1 - row < rows_pp - lr ? r1 - row : rows_pp - lr;
         const kiln_st_tensor *t = &r->st->t[o->parts[p].st];
-        uint8_t *dst = r->raw + (uint64_t)(row - r0) * cols * es;
-        if (cv_source_pread(r->src, t->file, dst, (uint64_t)n * cols * es, t->file_offset + (uint64_t)lr * cols * es,
-                            err) < 0)
-            return -1;
-        if (f8 && dequant_part_rows(r, &o->parts[p], dst, r->f32 + (row - r0) * cols, lr, n, cols, err) < 0)
-            return -1;
+        uint64_t off = t->file_offset + (uint64_t)lr * row_bytes, len = (uint64_t)n * row_bytes;
+        /* a buffer for when the bytes cannot be used in place (untouched
+         * when they can, so it costs no memory then) */
+        if (grow(&r->raw, &r->raw_cap, (uint64_t)(r1 - r0) * row_bytes, err) < 0) return -1;
+        uint8_t *dst = r->raw + (uint64_t)(row - r0) * row_bytes;
+        const uint8_t *src;
+        if (source_bytes(r, t->file, off, len, dst, &src, err) < 0) return -1;
+        if (f8) {
+            if (dequant_part_rows(r, &o->parts[p], src, r->f32 + (row - r0) * cols, lr, n, cols, err) < 0) return -1;
+            release_bytes(r, t->file, off, len);
+        } else if (one_part) {
+            *ptr = src;
+            r->pending_file = t->file, r->pending_off = off, r->pending_len = len;
+        } else {
+            if (src != dst) memcpy(dst, src, len);
+            release_bytes(r, t->file, off, len);
+            *ptr = r->raw;
+        }
         row += n;
     }
-    *ptr = f8 ? (const void *)r->f32 : r->raw;
+    if (f8) *ptr = r->f32;
     *cd = f8 ? KILN_ST_F32 : o->dtype;
     return 0;
 }
@@ -234,15 +276,22 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     if (r->whole_for == (int64_t)i) return 0;
     const cv_out *o = plan_out(r, i);
     const kiln_st_tensor *t = &r->st->t[o->parts[0].st];
-    if (grow(&r->raw, &r->raw_cap, t->nbytes, err) < 0 ||
-        cv_source_pread(r->src, t->file, r->raw, t->nbytes, t->file_offset, err) < 0)
-        return -1;
-    const uint8_t *src = r->raw;
+    const uint8_t *src;
+    int m = cv_source_map(r->src, t->file, &src, err);
+    if (m < 0) return -1;
+    if (m == 0) {
+        src += t->file_offset;
+    } else {
+        if (grow(&r->raw, &r->raw_cap, t->nbytes, err) < 0 ||
+            cv_source_pread(r->src, t->file, r->raw, t->nbytes, t->file_offset, err) < 0)
+            return -1;
+        src = r->raw;
+    }
     kiln_st_dtype sd = o->dtype;
     int64_t cols = t->n_dims >= 2 ? t->nelements / t->shape[0] : 1;
     if (is_e4m3(sd)) {
         if (grow(&r->f32, &r->f32_cap, (uint64_t)t->nelements * 4, err) < 0 ||
-            dequant_part_rows(r, &o->parts[0], r->raw, r->f32, 0, t->nelements / cols, cols, err) < 0)
+            dequant_part_rows(r, &o->parts[0], src, r->f32, 0, t->nelements / cols, cols, err) < 0)
             return -1;
         src = (const uint8_t *)r->f32;
         sd = KILN_ST_F32;
@@ -253,6 +302,7 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
         permute_units(src, r->whole, o->src_rows, (uint64_t)(t->nelements / o->src_rows) * es, o->n_head);
     else
         transpose(src, r->whole, t->shape[0], t->shape[1], es);
+    release_bytes(r, t->file, t->file_offset, t->nbytes);
     r->whole_for = (int64_t)i;
     r->whole_dtype = sd;
     shrink(&r->raw, &r->raw_cap, (uint64_t)r->chunk_elems * 4);
@@ -286,8 +336,14 @@ static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_
         return 0;
     }
     if (cd == KILN_ST_BF16 && o->type == KILN_BF16) {
-        bf16_quiet_nans((uint16_t *)src, n);
         *out = src;
+        if (!bf16_has_nan(src, n)) return 0;
+        if (src != r->raw) {
+            if (grow(&r->raw, &r->raw_cap, (uint64_t)n * 2, err) < 0) return -1;
+            memcpy(r->raw, src, (uint64_t)n * 2);
+        }
+        bf16_quiet_nans((uint16_t *)r->raw, n);
+        *out = r->raw;
         return 0;
     }
     const float *f = src;
@@ -309,6 +365,11 @@ static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_
     return 0;
 }
 
+static void release_pending(cv_reader *r) {
+    if (r->pending_len) release_bytes(r, r->pending_file, r->pending_off, r->pending_len);
+    r->pending_len = 0;
+}
+
 static int64_t chunk_rows(const cv_reader *r, const cv_out *o) {
     int64_t rows = (int64_t)r->chunk_elems / o->ne[0];
     return rows > 0 ? rows : 1;
@@ -324,6 +385,7 @@ int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err 
         if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 || convert_rows(r, o, src, cd, r1 - r0, &out, err) < 0)
             return -1;
         if (sink(user, out, kiln_type_row_bytes(o->type, (uint64_t)((r1 - r0) * o->ne[0])), err) < 0) return -1;
+        release_pending(r);
     }
     return 0;
 }
@@ -338,6 +400,7 @@ int cv_read_f32(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, float *dst, ki
         if (get_rows(r, i, a, b, &src, &cd, err) < 0 ||
             to_f32(src, cd, dst + (a - r0) * o->ne[0], (b - a) * o->ne[0], err) < 0)
             return -1;
+        release_pending(r);
     }
     return 0;
 }

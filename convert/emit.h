@@ -4,7 +4,8 @@
  *
  * Plain and stacked tensors stream: each chunk of rows is read straight
  * from its source part (about 16 MiB at a time), so memory does not grow
- * with the tensor. Permuted and transposed tensors are read whole once
+ * with the tensor. From a directory the files are mapped and a chunk is
+ * used in place (no copy), its pages dropped from the process once used. Permuted and transposed tensors are read whole once
  * (a transform needs every row), which is the "2x the largest tensor" of
  * the memory budget. Values are converted as llama.cpp does: through f32,
  * with the row converters of core/fp16.h and Q8_0 from quantize/codec.h;
@@ -38,6 +39,8 @@ typedef struct cv_reader {
     float *scale;           /* the scale tensor of the current part, as f32 */
     uint64_t scale_cap;
     int64_t scale_for;      /* stlist index held in `scale`, or -1 */
+    uint32_t pending_file;  /* mapped bytes handed out in place, released */
+    uint64_t pending_off, pending_len; /* once the chunk has been used */
 } cv_reader;
 
 /* Prepares a reader; for archives, tells the source which ranges will be

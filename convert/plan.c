@@ -154,7 +154,7 @@ static int check_shape(const builder *b, const cv_tmap *m, bool bias, const kiln
     fmt_shape(want_s, sizeof want_s, want, n);
     uint8_t d = dims[bad];
     return kiln_fail(b->err, "config.json", b->hp->dim_key[d], -1,
-                     "= %lld disagrees with tensor %s: its shape is %s, config.json implies %s",
+                     "%lld disagrees with tensor %s: its shape is %s, config.json implies %s",
                      (long long)b->hp->dim[d], t->name, got_s, want_s);
 }
 
@@ -310,7 +310,7 @@ static int add_expert(builder *b, const cv_tmap *m, int64_t st_i, int64_t bid, i
                          t->name);
     if (xid >= b->n_exp)
         return kiln_fail(b->err, "config.json", b->hp->dim_key[CV_D_NEXP], -1,
-                         "= %lld, but tensor %s is expert %lld", (long long)b->n_exp, t->name, (long long)xid);
+                         "is %lld, but tensor %s is expert %lld", (long long)b->n_exp, t->name, (long long)xid);
     int k = 0;
     while (k < b->n_kinds && b->kinds[k] != m) k++;
     int64_t *slot = &b->slots[(bid * b->n_kinds + k) * b->n_exp + xid];
@@ -339,7 +339,7 @@ static int visit(builder *b, int64_t i) {
         return kiln_fail(b->err, t->name, "dtype", -1, "unsupported dtype %s (kiln reads F32, F16, BF16 and F8_E4M3)",
                          kiln_st_dtype_name(t->dtype));
     if (bid >= b->hp->n_layer)
-        return kiln_fail(b->err, "config.json", b->hp->layer_key, -1, "= %lld, but tensor %s belongs to block %lld",
+        return kiln_fail(b->err, "config.json", b->hp->layer_key, -1, "is %lld, but tensor %s belongs to block %lld",
                          (long long)b->hp->n_layer, t->name, (long long)bid);
     if (check_shape(b, m, bias, t) < 0) return -1;
     if (b->scale_of[i] >= 0 && check_scale(b, t, &b->st->t[b->scale_of[i]]) < 0) return -1;
@@ -352,10 +352,10 @@ static int check_complete(builder *b) {
     for (int64_t blk = 0; blk < b->hp->n_layer; blk++) {
         if (!b->per_block[blk])
             return kiln_fail(b->err, "config.json", b->hp->layer_key, -1,
-                             "= %lld, but no tensor belongs to block %lld", (long long)b->hp->n_layer, (long long)blk);
+                             "is %lld, but no tensor belongs to block %lld", (long long)b->hp->n_layer, (long long)blk);
         if (b->n_kinds && b->filled[blk] > 0)
             return kiln_fail(b->err, "config.json", b->hp->dim_key[CV_D_NEXP], -1,
-                             "= %lld, but block %lld has only %lld of its %lld expert matrices", (long long)b->n_exp,
+                             "is %lld, but block %lld has only %lld of its %lld expert matrices", (long long)b->n_exp,
                              (long long)blk, (long long)b->filled[blk], (long long)(b->n_kinds * b->n_exp));
     }
     return 0;

@@ -10,13 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SMALL_FILE (1ull << 30)
 
 typedef struct dir_state {
-    int *fds; /* one per file, opened on first read; -1 until then */
+    int *fds;        /* one per file, opened on first read; -1 until then */
+    uint8_t **maps;  /* one per file, mapped on first cv_source_map() */
 } dir_state;
 
 int cv_source_add_file(cv_source *s, const char *name, uint64_t size, kiln_err *err) {
@@ -154,7 +156,9 @@ static int open_dir(cv_source *s, const char *dir, kiln_err *err) {
     if (rc) return rc;
     qsort(s->files, s->n_files, sizeof *s->files, cmp_files);
     dir_state *ds = calloc(1, sizeof *ds);
-    if (!ds || !(ds->fds = malloc((s->n_files + 1) * sizeof *ds->fds))) {
+    if (!ds || !(ds->fds = malloc((s->n_files + 1) * sizeof *ds->fds)) ||
+        !(ds->maps = calloc(s->n_files + 1, sizeof *ds->maps))) {
+        if (ds) free(ds->fds);
         free(ds);
         return kiln_fail(err, dir, NULL, -1, "out of memory");
     }
@@ -222,9 +226,12 @@ void cv_source_close(cv_source *s) {
         cv_archive_close(s);
     } else if (s->priv) {
         dir_state *ds = s->priv;
-        for (uint32_t i = 0; i < s->n_files; i++)
+        for (uint32_t i = 0; i < s->n_files; i++) {
             if (ds->fds[i] >= 0) close(ds->fds[i]);
+            if (ds->maps[i]) munmap(ds->maps[i], s->files[i].size);
+        }
         free(ds->fds);
+        free(ds->maps);
         free(ds);
     }
     for (uint32_t i = 0; i < s->n_files; i++) {
@@ -319,6 +326,31 @@ int cv_source_st_header(cv_source *s, uint32_t file, char **json, uint64_t *len,
     *json = b;
     *len = n;
     return 0;
+}
+
+int cv_source_map(cv_source *s, uint32_t file, const uint8_t **base, kiln_err *err) {
+    if (s->is_archive) return 1;
+    dir_state *ds = s->priv;
+    if (!ds->maps[file]) {
+        int fd = dir_fd(s, file, err);
+        if (fd < 0) return -1;
+        if (!s->files[file].size) return 1;
+        void *m = mmap(NULL, s->files[file].size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) return 1; /* pread still works */
+        madvise(m, s->files[file].size, MADV_SEQUENTIAL);
+        ds->maps[file] = m;
+    }
+    *base = ds->maps[file];
+    return 0;
+}
+
+void cv_source_unmap_hint(cv_source *s, uint32_t file, uint64_t off, uint64_t n) {
+    if (s->is_archive) return;
+    dir_state *ds = s->priv;
+    if (!ds->maps[file]) return;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t lo = (off + page - 1) / page * page, hi = (off + n) / page * page;
+    if (hi > lo) madvise(ds->maps[file] + lo, hi - lo, MADV_DONTNEED);
 }
 
 int cv_source_want_later(cv_source *s, uint32_t file, uint64_t off, uint64_t n) {

@@ -65,6 +65,15 @@ int cv_source_st_header(cv_source *s, uint32_t file, char **json, uint64_t *len,
 /* Reads n bytes at offset off of file `file`. 0 or -1. */
 int cv_source_pread(cv_source *s, uint32_t file, void *dst, uint64_t n, uint64_t off, kiln_err *err);
 
+/* Directories only: *base gets a read-only mapping of the whole file
+ * (made on first use). Returns 0, or 1 when the source cannot map (an
+ * archive), or -1 on error. Mapped pages count as the process's memory
+ * until cv_source_unmap_hint() drops them. */
+int cv_source_map(cv_source *s, uint32_t file, const uint8_t **base, kiln_err *err);
+/* Drops the mapped pages of [off, off+n) from the process (the page cache
+ * keeps them); for reading a large file without its size in RSS. */
+void cv_source_unmap_hint(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
+
 /* Archives only (no-ops otherwise): the range will be read after the
  * stream passed it, so keep a copy when passing. 0 or -1 (no memory). */
 int cv_source_want_later(cv_source *s, uint32_t file, uint64_t off, uint64_t n);

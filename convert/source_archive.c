@@ -155,6 +155,9 @@ int cv_archive_open(cv_source *s, kiln_err *err) {
         }
     }
     if (rc == 0 && r != ARCHIVE_EOF) rc = arc_fail(s, st->a, err);
+    /* the scan left the archive at its end: data reads start afresh */
+    archive_read_free(st->a);
+    st->a = NULL;
     /* the model root: the shallowest folder holding config.json */
     const char *root = NULL;
     size_t root_len = 0;
@@ -311,7 +314,7 @@ int cv_archive_pread(cv_source *s, uint32_t file, void *dst, uint64_t n, uint64_
         }
     }
     int64_t m = s->files[file].member;
-    if (st->cur_member > m || (st->cur_member == m && st->cur_pos > off))
+    if (!st->a || st->cur_member > m || (st->cur_member == m && st->cur_pos > off))
         if (arc_reopen(s, err) < 0) return -1;
     while (st->cur_member < m) {
         int64_t cf = st->cur_member >= 0 ? file_of_member(s, st->cur_member) : -1;

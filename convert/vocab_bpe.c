@@ -76,7 +76,7 @@ int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const 
     int rc = 0;
     if (vs && !cv_json_int(vs, &vocab_size)) rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "not an integer");
     if (rc == 0 && max_id >= vocab_size)
-        rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "= %lld, but tokenizer.json has token id %lld",
+        rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "is %lld, but tokenizer.json has token id %lld",
                        (long long)vocab_size, (long long)max_id);
     char desc[1024];
     const char *pre = pre_override;

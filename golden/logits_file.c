@@ -76,6 +76,7 @@ struct kiln_lgf_writer {
     size_t zcap;
     unsigned char *tmp; /* f16 rows and byte planes of one record */
     uint64_t tmp_cap;
+    kiln_xxh64 frame_hash;
     uint32_t n_vocab, n_records, n_put;
     bool f16;
 };
@@ -97,6 +98,7 @@ static int zfeed(kiln_lgf_writer *w, const void *data, size_t n, ZSTD_EndDirecti
         size_t left = ZSTD_compressStream2(w->cc, &o, &in, mode);
         if (ZSTD_isError(left))
             return kiln_fail(err, w->out.path, NULL, -1, "zstd: %s", ZSTD_getErrorName(left));
+        kiln_xxh64_update(&w->frame_hash, w->zbuf, o.pos);
         if (o.pos && kiln_out_write(&w->out, w->zbuf, o.pos, err)) return -1;
         if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return 0;
     }
@@ -116,6 +118,7 @@ kiln_lgf_writer *kiln_lgf_create(const char *path, const kiln_lgf_header *h, boo
     w->n_vocab = h->n_vocab;
     w->n_records = h->n_records;
     w->f16 = h->f16;
+    kiln_xxh64_init(&w->frame_hash);
     w->zcap = ZSTD_CStreamOutSize();
     w->zbuf = malloc(w->zcap);
     w->cc = ZSTD_createCCtx();
@@ -190,6 +193,12 @@ int kiln_lgf_finish(kiln_lgf_writer *w, kiln_err *err) {
     if (w->n_put != w->n_records)
         rc = kiln_fail(err, w->out.path, NULL, -1, "%u records written, %u announced", w->n_put, w->n_records);
     if (!rc) rc = zfeed(w, NULL, 0, ZSTD_e_end, err);
+    if (!rc) {
+        unsigned char tb[8];
+        uint64_t hv = kiln_xxh64_digest(&w->frame_hash);
+        for (int i = 0; i < 8; i++) tb[i] = (unsigned char)(hv >> (8 * i));
+        rc = kiln_out_write(&w->out, tb, 8, err);
+    }
     if (!rc) rc = kiln_out_commit(&w->out, err);
     if (rc) {
         kiln_lgf_abort(w);
@@ -215,6 +224,7 @@ struct kiln_lgf_reader {
     ZSTD_inBuffer in;
     uint64_t in_file_off;  /* file offset of ibuf[0] */
     size_t last;           /* last ZSTD_decompressStream result: 0 = frame complete */
+    kiln_xxh64 frame_hash; /* of the compressed bytes consumed */
     uint32_t n_vocab, n_records, n_read;
     bool f16, done;
     int32_t *ids;
@@ -238,51 +248,64 @@ void kiln_lgf_close(kiln_lgf_reader *r) {
 
 static int64_t zoff(const kiln_lgf_reader *r) { return (int64_t)(r->in_file_off + r->in.pos); }
 
-/* Decompresses exactly n bytes into dst (n may be 0 to just advance the
- * frame). Running out of file before that is truncation. */
+/* Loads the next piece of the file into ibuf; 0 at end of file. */
+static size_t refill(kiln_lgf_reader *r) {
+    r->in_file_off += r->in.size;
+    size_t got = fread(r->ibuf, 1, r->icap, r->f);
+    r->in = (ZSTD_inBuffer){r->ibuf, got, 0};
+    return got;
+}
+
+/* One decompression step, hashing the compressed bytes it consumed. */
+static int zstep(kiln_lgf_reader *r, ZSTD_outBuffer *o, const char *field, kiln_err *err) {
+    if (r->in.pos == r->in.size && refill(r) == 0) {
+        if (ferror(r->f)) return kiln_fail(err, r->path, field, zoff(r), "read error: %s", strerror(errno));
+        return kiln_fail(err, r->path, field, zoff(r), "file truncated (compressed data ends early)");
+    }
+    size_t before = r->in.pos;
+    r->last = ZSTD_decompressStream(r->dc, o, &r->in);
+    if (ZSTD_isError(r->last))
+        return kiln_fail(err, r->path, field, zoff(r), "corrupt compressed data: %s", ZSTD_getErrorName(r->last));
+    kiln_xxh64_update(&r->frame_hash, (const unsigned char *)r->in.src + before, r->in.pos - before);
+    return 0;
+}
+
+/* Decompresses exactly n bytes into dst. Running out of file before that
+ * is truncation; the frame ending before that, missing records. */
 static int zread(kiln_lgf_reader *r, void *dst, size_t n, const char *field, kiln_err *err) {
     ZSTD_outBuffer o = {dst, n, 0};
     while (o.pos < o.size) {
-        if (r->in.pos == r->in.size) {
-            r->in_file_off += r->in.size;
-            size_t got = fread(r->ibuf, 1, r->icap, r->f);
-            if (got == 0) {
-                if (ferror(r->f)) return kiln_fail(err, r->path, field, zoff(r), "read error: %s", strerror(errno));
-                return kiln_fail(err, r->path, field, zoff(r), "file truncated (compressed data ends early)");
-            }
-            r->in = (ZSTD_inBuffer){r->ibuf, got, 0};
-        }
-        r->last = ZSTD_decompressStream(r->dc, &o, &r->in);
-        if (ZSTD_isError(r->last))
-            return kiln_fail(err, r->path, field, zoff(r), "corrupt compressed data: %s", ZSTD_getErrorName(r->last));
-        /* 0 means the frame is complete: the bytes we still need are missing */
+        if (zstep(r, &o, field, err)) return -1;
         if (r->last == 0 && o.pos < o.size)
             return kiln_fail(err, r->path, field, zoff(r), "data ends before the %u records announced", r->n_records);
     }
     return 0;
 }
 
-/* After the last record: the frame must end here (its checksum verified by
- * zstd on the way), with nothing after it. */
+/* After the last record: the frame must end here (zstd verifying its
+ * content checksum on the way), then come the 8 bytes of the frame's
+ * hash, then nothing. */
 static int check_end(kiln_lgf_reader *r, kiln_err *err) {
     unsigned char extra[64];
     while (r->last != 0) {
         ZSTD_outBuffer o = {extra, sizeof extra, 0};
-        if (r->in.pos == r->in.size) {
-            r->in_file_off += r->in.size;
-            size_t got = fread(r->ibuf, 1, r->icap, r->f);
-            if (got == 0)
-                return kiln_fail(err, r->path, "frame", zoff(r), "file truncated (compressed data ends early)");
-            r->in = (ZSTD_inBuffer){r->ibuf, got, 0};
-        }
-        r->last = ZSTD_decompressStream(r->dc, &o, &r->in);
-        if (ZSTD_isError(r->last))
-            return kiln_fail(err, r->path, "frame", zoff(r), "corrupt compressed data: %s", ZSTD_getErrorName(r->last));
+        if (zstep(r, &o, "frame", err)) return -1;
         if (o.pos)
             return kiln_fail(err, r->path, "frame", zoff(r), "more data than the %u records announced", r->n_records);
     }
+    unsigned char tb[8];
+    int64_t at = zoff(r);
+    for (int i = 0; i < 8; i++) {
+        if (r->in.pos == r->in.size && refill(r) == 0)
+            return kiln_fail(err, r->path, "frame_hash", at, "file truncated");
+        tb[i] = ((const unsigned char *)r->in.src)[r->in.pos++];
+    }
+    uint64_t want = 0;
+    for (int i = 0; i < 8; i++) want |= (uint64_t)tb[i] << (8 * i);
+    if (want != kiln_xxh64_digest(&r->frame_hash))
+        return kiln_fail(err, r->path, "frame_hash", at, "checksum mismatch (corrupt file)");
     if (r->in.pos < r->in.size || fgetc(r->f) != EOF)
-        return kiln_fail(err, r->path, "end", zoff(r), "unexpected bytes after the compressed data");
+        return kiln_fail(err, r->path, "end", zoff(r), "unexpected bytes after the data");
     return 0;
 }
 
@@ -358,6 +381,7 @@ kiln_lgf_reader *kiln_lgf_open(const char *path, kiln_lgf_header *h, kiln_err *e
     r->ibuf = malloc(r->icap);
     r->dc = ZSTD_createDCtx();
     r->last = 1;
+    kiln_xxh64_init(&r->frame_hash);
     if (!r->ibuf || !r->dc) {
         kiln_fail(err, path, NULL, -1, "out of memory");
         goto fail;

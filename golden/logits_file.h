@@ -21,10 +21,13 @@
  *        one zstd frame, with its content checksum, holding n_records
  *        records: u32 n_ids; u32 row0; u32 n_rows; i32 ids[n_ids];
  *                 rows[n_rows][n_vocab] as byte planes of f32 or f16
- *     and nothing after the frame.
+ *        u64 frame_hash        XXH64 of the frame's bytes
+ *     and nothing after that.
  * A record's rows are the logits at positions row0 .. row0 + n_rows - 1 of
  * its ids (row t: after reading ids[0..t]). Any flipped bit is caught by
- * the header hash or zstd's checksum; a cut file by the frame's end. */
+ * the header hash or the frame hash (zstd's own checksum only covers the
+ * decompressed bytes, and zstd ignores some frame header bits); a cut
+ * file by the frame's end. */
 #ifndef KILN_LOGITS_FILE_H
 #define KILN_LOGITS_FILE_H
 

@@ -67,7 +67,8 @@ kiln_imatrix *kiln_imatrix_new(void);
 void kiln_imatrix_free(kiln_imatrix *im);
 
 /* Adds an entry with zeroed sums and counts (in_sum only if with_sum) and
- * returns it, keeping the entries sorted. Fails if the name exists. */
+ * returns it, keeping the entries sorted. Fails if the name exists. The
+ * entries array may move: earlier entry pointers are then stale. */
 kiln_imatrix_entry *kiln_imatrix_add(kiln_imatrix *im, const char *name, int64_t n, int64_t n_mat,
                                      bool with_sum, kiln_err *err);
 /* Appends a dataset name (copied). 0 or -1. */

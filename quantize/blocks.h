@@ -6,6 +6,7 @@
 #define KILN_BLOCKS_H
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define KILN_QK 32    /* weights per legacy block */

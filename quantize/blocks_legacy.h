@@ -7,8 +7,9 @@
  * Diagrams give byte offsets.
  *
  * It also declares what the family's codec files share: the IQ4_NL level
- * table, the level search of Q4_0 and Q5_0 (both "d = max / -nmax, levels
- * 0..2*nmax-1") and the dequantizer of Q4_0 / IQ4_NL's identical layout. */
+ * table, the nibble packing, the quantizer of Q4_0 and Q5_0 (both "d = max
+ * / -nmax, levels 0..2*nmax-1") and the dequantizer of Q4_0 / IQ4_NL's
+ * identical layout. */
 #ifndef KILN_BLOCKS_LEGACY_H
 #define KILN_BLOCKS_LEGACY_H
 
@@ -68,26 +69,43 @@ typedef struct kiln_block_iq4_nl {
 } kiln_block_iq4_nl;
 static_assert(sizeof(kiln_block_iq4_nl) == 18, "block_iq4_nl is 18 bytes");
 
+/* Q4_0 and IQ4_NL differ only in what a 4-bit index means, so one packer
+ * and one dequantizer (in q4_0.c) serve both: "nibble blocks". */
+static_assert(offsetof(kiln_block_iq4_nl, d) == offsetof(kiln_block_q4_0, d) &&
+                  offsetof(kiln_block_iq4_nl, qs) == offsetof(kiln_block_q4_0, qs) &&
+                  sizeof(kiln_block_iq4_nl) == sizeof(kiln_block_q4_0),
+              "IQ4_NL and Q4_0 share one layout");
+
 /* ggml's kvalues_iq4nl: the 16 levels of IQ4_NL (and IQ4_XS), ascending. */
 extern const int8_t kiln_iq4nl_values[16];
 
-/* Levels of one 32-weight block for Q4_0 (nmax 8) and Q5_0 (nmax 16), as
- * ggml's reference quantizers pick them: d = max / -nmax where max is the
- * value of largest magnitude, levels q = x / d + nmax in 0..2*nmax-1.
- * Writes the 32 levels to L and returns d. Defined in q4_0.c. */
-float kiln_legacy_levels_ref(const float *x, int nmax, uint8_t *L);
+/* Packs 32 levels into a block's 16 qs bytes: weight j in the low nibble
+ * of qs[j], weight j + 16 in the high one. Bits above the fourth are
+ * dropped (Q5_0 stores them in qh). */
+static inline void kiln_pack_nibbles(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < KILN_QK / 2; j++) qs[j] = (uint8_t)((L[j] & 15) | (L[j + 16] & 15) << 4);
+}
 
-/* The same with importance weights (ggml's quantize_row_q4_0_impl /
- * q5_0_impl): weight qw[j] * sqrt(sigma2 + x[j]^2), scale by
- * kiln_make_qx_quants. sigma2 is the mean x^2 of the whole row. */
-float kiln_legacy_levels_imatrix(const float *x, const float *qw, float sigma2, int nmax,
-                                 uint8_t *L);
+/* Writes one block of a legacy format from its scale d and 32 levels. */
+typedef void (*kiln_legacy_pack_fn)(float d, const uint8_t *L, void *block);
 
-/* Mean x^2 of a row, summed in ggml's order (the imatrix paths' sigma2). */
-float kiln_legacy_row_sigma2(const float *x, int64_t n);
+/* The kiln_legacy_pack_fn of nibble blocks (Q4_0, IQ4_NL): levels 0..15.
+ * Defined in q4_0.c. */
+void kiln_pack_nibble_block(float d, const uint8_t *L, void *block);
 
-/* Dequantizes n weights (a multiple of 32) of blocks laid out as Q4_0 and
- * IQ4_NL are: weight = d * table[4-bit index]. Defined in q4_0.c. */
+/* Quantizes rows to Q4_0 (nmax 8) or Q5_0 (nmax 16), which pick their
+ * levels alike, as ggml's reference quantizers do: d = max / -nmax where
+ * max is the value of largest magnitude, levels q = x / d + nmax in
+ * 0..2*nmax-1. With an imatrix, ggml's quantize_row_q4_0_impl / q5_0_impl:
+ * weights qw[j] * sqrt(sigma2 + x[j]^2), sigma2 the row's mean x^2, and the
+ * scale searched by kiln_make_qx_quants. `pack` writes each block of
+ * block_bytes bytes. Returns the bytes written. Defined in q4_0.c. */
+size_t kiln_legacy_quantize(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix, int nmax, kiln_legacy_pack_fn pack,
+                            size_t block_bytes);
+
+/* Dequantizes n weights (a multiple of 32) of nibble blocks:
+ * weight = d * table[4-bit index]. Defined in q4_0.c. */
 void kiln_dequantize_nibble_blocks(const void *src, const int8_t *table, float *dst, int64_t n);
 
 #endif

@@ -1,5 +1,6 @@
-/* quantize/codec.c - maps ggml type ids to kiln's codecs, and the
- * multi-threaded row quantizer every tool uses. */
+/* quantize/codec.c - maps ggml type ids to kiln's codecs, the
+ * multi-threaded row quantizer every tool uses, and the block loop every
+ * codec's quantizer runs (kiln_quantize_blocks, declared in quants.h). */
 #include "codec.h"
 
 #include "../core/types.h"
@@ -7,7 +8,6 @@
 
 #include "../core/cpu.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 
@@ -33,23 +33,44 @@ static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
 
 /* Index of the first NaN or infinity in x[0..n), or -1. An element is
  * non-finite exactly when its exponent bits are all ones. */
-__attribute__((target("avx512f"))) static int64_t first_non_finite_avx512(const float *x, int64_t n) {
+static int64_t first_non_finite_scalar(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+#ifdef KILN_X86
+/* Whole vectors first; the scalar loop places the first bad element of
+ * the vector that has one, and takes the tail. */
+KILN_AVX512 static int64_t first_non_finite_avx512(const float *x, int64_t n) {
     const __m512i exp = _mm512_set1_epi32(0x7f800000);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), exp);
         if (_mm512_cmpeq_epi32_mask(v, exp)) break;
     }
-    for (; i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return -1;
+    int64_t j = first_non_finite_scalar(x + i, n - i);
+    return j < 0 ? -1 : i + j;
 }
+#endif
 
 static int64_t first_non_finite(const float *x, int64_t n) {
+#ifdef KILN_X86
+    /* AVX2 is left out: the scalar loop already runs near memory speed */
     if (kiln_simd() >= KILN_SIMD_AVX512) return first_non_finite_avx512(x, n);
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return -1;
+#endif
+    return first_non_finite_scalar(x, n);
+}
+
+size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix, int block_weights, size_t block_bytes,
+                            kiln_block_quantizer quantize_block, const void *ctx) {
+    int64_t nb = n_per_row / block_weights;
+    uint8_t *y = dst;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < nb; i++, src += block_weights, y += block_bytes)
+            quantize_block(src, imatrix ? imatrix + i * block_weights : NULL, y, ctx);
+    return (size_t)(nrows * nb) * block_bytes;
 }
 
 const kiln_codec *kiln_codec_get(uint32_t type) {

@@ -36,13 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define KILN_X86 1
-#endif
-
-#define GROUP_MAX_EPS 1e-15f
-
 /* ---- dequantization ---------------------------------------------------- */
 
 static void dequant_scalar(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
@@ -64,8 +57,7 @@ static void dequant_scalar(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
 }
 
 #ifdef KILN_X86
-__attribute__((target("avx2"))) static void dequant_avx2(const kiln_block_iq2_xxs *x, float *y,
-                                                         int64_t nb) {
+KILN_AVX2 static void dequant_avx2(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     for (int64_t b = 0; b < nb; b++) {
         const float d = kiln_fp16_to_fp32(x[b].d);
@@ -87,8 +79,7 @@ __attribute__((target("avx2"))) static void dequant_avx2(const kiln_block_iq2_xx
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-dequant_avx512(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
+KILN_AVX512 static void dequant_avx512(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
     const __m512 minus0 = _mm512_set1_ps(-0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const float d = kiln_fp16_to_fp32(x[b].d);
@@ -112,14 +103,7 @@ dequant_avx512(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
 #endif
 
 void kiln_dequantize_row_iq2_xxs(const void *src, float *dst, int64_t n) {
-    const kiln_block_iq2_xxs *x = src;
-    int64_t nb = n / KILN_QK_K;
-#ifdef KILN_X86
-    kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) return dequant_avx512(x, dst, nb);
-    if (lvl >= KILN_SIMD_AVX2) return dequant_avx2(x, dst, nb);
-#endif
-    dequant_scalar(x, dst, nb);
+    KILN_SIMD_PICK(dequant)(src, dst, n / KILN_QK_K);
 }
 
 /* ---- neighbour scan ----------------------------------------------------- */
@@ -151,9 +135,9 @@ static int nbr_scalar(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, cons
 }
 
 #ifdef KILN_X86
-__attribute__((target("avx2"))) static int nbr_avx2(const kiln_iq2xxs_search *s,
-                                                    const kiln_iq2_list *li, const float *x,
-                                                    const float *w, float scale) {
+KILN_AVX2 static int
+nbr_avx2(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
+         float scale) {
     const uint8_t *q = s->q + 8 * (size_t)li->start;
     const __m256 sc = _mm256_set1_ps(scale);
     __m256 best = _mm256_set1_ps(FLT_MAX);
@@ -189,7 +173,7 @@ __attribute__((target("avx2"))) static int nbr_avx2(const kiln_iq2xxs_search *s,
     return s->idx[li->start + bj];
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
+KILN_AVX512 static int
 nbr_avx512(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
            float scale) {
     const uint8_t *q = s->q + 8 * (size_t)li->start;
@@ -219,15 +203,6 @@ nbr_avx512(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
     return s->idx[li->start + bj];
 }
 #endif
-
-static nbr_fn pick_nbr(void) {
-#ifdef KILN_X86
-    kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) return nbr_avx512;
-    if (lvl >= KILN_SIMD_AVX2) return nbr_avx2;
-#endif
-    return nbr_scalar;
-}
 
 /* ---- the ggml-compatible search ----------------------------------------- */
 
@@ -280,7 +255,7 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
     uint8_t Lqp[32];
     float max = xval[0];
     for (int i = 1; i < 32; i++) max = max > xval[i] ? max : xval[i];
-    if (max < GROUP_MAX_EPS) { /* ggml leaves such a group all zero bits */
+    if (max < KILN_GROUP_MAX_EPS) { /* ggml leaves such a group all zero bits */
         memset(gidx, 0, 4);
         memset(signs, 0, 4);
         return 0;
@@ -363,8 +338,10 @@ static void split_signs(const float *xb, const float *weight, float *xval, uint8
     }
 }
 
-static void quantize_block(const search_ctx *c, const float *xbl, const float *qw,
-                           kiln_block_iq2_xxs *y) {
+/* One block (a kiln_block_quantizer; ctx is the search_ctx). */
+static void quantize_block(const float *xbl, const float *qw, void *dst, const void *ctx) {
+    const search_ctx *c = ctx;
+    kiln_block_iq2_xxs *y = dst;
     float scales[KILN_QK_K / 32];
     uint32_t q2[KILN_QK_K / 16];
     float weight[32], waux[32], xval[32];
@@ -376,10 +353,8 @@ static void quantize_block(const search_ctx *c, const float *xbl, const float *q
     float max_scale = 0;
     for (int ib = 0; ib < KILN_QK_K / 32; ib++) {
         const float *xb = xbl + 32 * ib;
-        for (int i = 0; i < 32; i++) {
-            weight[i] = (qw ? qw[32 * ib + i] : 1.0f) * sqrtf(sigma2 + xb[i] * xb[i]);
-            waux[i] = sqrtf(weight[i]);
-        }
+        kiln_importance_weights(32, xb, qw ? qw + 32 * ib : NULL, sigma2, weight);
+        for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
         uint8_t signs[4], gidx[4];
         split_signs(xb, weight, xval, signs);
         float scale = search_group(c, xval, weight, waux, gidx, signs);
@@ -412,19 +387,13 @@ static void quantize_block(const search_ctx *c, const float *xbl, const float *q
  * (out of memory). imatrix NULL means unit weights. */
 size_t kiln_quantize_iq2_xxs_ggml(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_iq2_xxs *y = dst;
-    size_t bytes = (size_t)(nrows * nb) * sizeof *y;
-    search_ctx c = {kiln_iq2xxs_search_tables(), pick_nbr()};
+    search_ctx c = {kiln_iq2xxs_search_tables(), KILN_SIMD_PICK(nbr)};
     if (!c.s) { /* out of memory building the map: nothing sensible to write */
-        memset(dst, 0, bytes);
+        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq2_xxs));
         return 0;
     }
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t b = 0; b < nb; b++)
-            quantize_block(&c, src + r * n_per_row + b * KILN_QK_K,
-                           imatrix ? imatrix + b * KILN_QK_K : NULL, &y[r * nb + b]);
-    return bytes;
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_iq2_xxs), quantize_block, &c);
 }
 
 /* ggml has no reference quantizer for IQ2_XXS (it requires weights); the

@@ -24,6 +24,7 @@
 #include "iq2_xxs_fit.h"
 
 #include "iq2_tables.h"
+#include "quants.h"
 #include "search.h"
 
 #include "../core/cpu.h"
@@ -34,12 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define KILN_X86 1
-#endif
-
-#define GROUP_MAX_EPS 1e-15f
 #define NG KILN_IQ2XXS_GRID
 
 /* Starting scales of a group, as fractions of max|x| / 43 (1.3 * 0.8^k):
@@ -105,52 +100,74 @@ static void best4_scalar(const float (*q2)[NG], const float (*qx2)[NG], float S,
 }
 
 #ifdef KILN_X86
-__attribute__((target("avx2"))) static void build_avx2(const float (*dec)[NG], const float *a,
-                                                      const float *w, int odd, float *q2o,
-                                                      float *qx2o) {
-    for (int g = 0; g < NG; g += 8) {
-        __m256 q2 = _mm256_setzero_ps(), qx = _mm256_setzero_ps(), mn = _mm256_set1_ps(FLT_MAX);
-        for (int i = 0; i < 8; i++) {
-            __m256 G = _mm256_loadu_ps(&dec[i][g]);
-            __m256 t = _mm256_mul_ps(_mm256_set1_ps(w[i]), G);
-            q2 = _mm256_add_ps(q2, _mm256_mul_ps(t, G));
-            __m256 p = _mm256_mul_ps(t, _mm256_set1_ps(a[i]));
-            qx = _mm256_add_ps(qx, p);
-            mn = _mm256_min_ps(p, mn); /* p < mn ? p : mn */
-        }
-        __m256 x2 = _mm256_mul_ps(_mm256_set1_ps(2.0f), qx);
-        if (odd) x2 = _mm256_sub_ps(x2, _mm256_mul_ps(_mm256_set1_ps(4.0f), mn));
-        _mm256_storeu_ps(q2o + g, q2);
-        _mm256_storeu_ps(qx2o + g, x2);
+/* The SIMD kernels put one grid entry in each of W lanes (vector type V,
+ * integer vector VI, intrinsics prefix P) and otherwise repeat the scalar
+ * kernels' operations in the scalar order. The AVX2 and AVX-512 versions
+ * share these bodies and differ only in how a lane is kept and how the
+ * lanes are merged at the end. */
+
+/* build_scalar, W grid entries at a time. */
+#define BUILD_BODY(V, W, P)                                                                   \
+    for (int g = 0; g < NG; g += W) {                                                         \
+        V q2 = P##_setzero_ps(), qx = P##_setzero_ps(), mn = P##_set1_ps(FLT_MAX);            \
+        for (int i = 0; i < 8; i++) {                                                         \
+            V G = P##_loadu_ps(&dec[i][g]);                                                   \
+            V t = P##_mul_ps(P##_set1_ps(w[i]), G);                                           \
+            q2 = P##_add_ps(q2, P##_mul_ps(t, G));                                            \
+            V p = P##_mul_ps(t, P##_set1_ps(a[i]));                                           \
+            qx = P##_add_ps(qx, p);                                                           \
+            mn = P##_min_ps(p, mn); /* p < mn ? p : mn */                                     \
+        }                                                                                     \
+        V x2 = P##_mul_ps(P##_set1_ps(2.0f), qx);                                             \
+        if (odd) x2 = P##_sub_ps(x2, P##_mul_ps(P##_set1_ps(4.0f), mn));                      \
+        P##_storeu_ps(q2o + g, q2);                                                           \
+        P##_storeu_ps(qx2o + g, x2);                                                          \
     }
+
+/* best4's scan: the 4 tables run as 4 independent chains, in named
+ * registers (arrays end up in memory). KEEP(b, i, t) keeps t, and the lane
+ * index in i, in the lanes where t > b, so every lane ends with its first
+ * maximum. Leaves the chains in bs[4] and their indices in is[4]. */
+#define BEST4_T(P, k) P##_sub_ps(P##_loadu_ps(qx2[k] + j), P##_mul_ps(s, P##_loadu_ps(q2[k] + j)))
+#define BEST4_SCAN(V, VI, W, P, LANES, KEEP)                                                  \
+    const V s = P##_set1_ps(S), lo = P##_set1_ps(-FLT_MAX);                                   \
+    VI lane = LANES, i0 = P##_set1_epi32(0), i1 = i0, i2 = i0, i3 = i0;                       \
+    V b0 = lo, b1 = lo, b2 = lo, b3 = lo;                                                     \
+    for (int j = 0; j < NG; j += W) {                                                         \
+        KEEP(b0, i0, BEST4_T(P, 0));                                                          \
+        KEEP(b1, i1, BEST4_T(P, 1));                                                          \
+        KEEP(b2, i2, BEST4_T(P, 2));                                                          \
+        KEEP(b3, i3, BEST4_T(P, 3));                                                          \
+        lane = P##_add_epi32(lane, P##_set1_epi32(W));                                        \
+    }                                                                                         \
+    const V bs[4] = {b0, b1, b2, b3};                                                         \
+    const VI is[4] = {i0, i1, i2, i3};
+
+#define KEEP8(b, i, t)                                                                        \
+    do {                                                                                      \
+        __m256 t_ = (t), gt_ = _mm256_cmp_ps(t_, b, _CMP_GT_OQ);                              \
+        b = _mm256_blendv_ps(b, t_, gt_);                                                     \
+        i = _mm256_blendv_epi8(i, lane, _mm256_castps_si256(gt_));                            \
+    } while (0)
+
+#define KEEP16(b, i, t)                                                                       \
+    do {                                                                                      \
+        __m512 t_ = (t);                                                                      \
+        __mmask16 gt_ = _mm512_cmp_ps_mask(t_, b, _CMP_GT_OQ);                                \
+        b = _mm512_mask_mov_ps(b, gt_, t_);                                                   \
+        i = _mm512_mask_mov_epi32(i, gt_, lane);                                              \
+    } while (0)
+
+KILN_AVX2 static void
+build_avx2(const float (*dec)[NG], const float *a, const float *w, int odd, float *q2o,
+           float *qx2o) {
+    BUILD_BODY(__m256, 8, _mm256)
 }
 
-/* The 4 tables run as 4 independent chains; each lane keeps its first
- * maximum and the lanes are merged by (value, then lowest g). */
-__attribute__((target("avx2"))) static void best4_avx2(const float (*q2)[NG],
-                                                      const float (*qx2)[NG], float S, float v[4],
-                                                      int g[4]) {
-    const __m256 s = _mm256_set1_ps(S), lo = _mm256_set1_ps(-FLT_MAX);
-    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256 b0 = lo, b1 = lo, b2 = lo, b3 = lo;
-    __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
-#define STEP(k)                                                                                   \
-    do {                                                                                          \
-        __m256 t = _mm256_sub_ps(_mm256_loadu_ps(qx2[k] + j), _mm256_mul_ps(s, _mm256_loadu_ps(q2[k] + j))); \
-        __m256 gt = _mm256_cmp_ps(t, b##k, _CMP_GT_OQ);                                           \
-        b##k = _mm256_blendv_ps(b##k, t, gt);                                                     \
-        i##k = _mm256_blendv_epi8(i##k, lane, _mm256_castps_si256(gt));                           \
-    } while (0)
-    for (int j = 0; j < NG; j += 8) {
-        STEP(0);
-        STEP(1);
-        STEP(2);
-        STEP(3);
-        lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
-    }
-#undef STEP
-    const __m256 bs[4] = {b0, b1, b2, b3};
-    const __m256i is[4] = {i0, i1, i2, i3};
+KILN_AVX2 static void
+best4_avx2(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4], int g[4]) {
+    BEST4_SCAN(__m256, __m256i, 8, _mm256, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), KEEP8)
+    /* lanes merged by (value, then lowest g) */
     for (int k = 0; k < 4; k++) {
         float bv[8];
         int32_t bi[8];
@@ -168,50 +185,16 @@ __attribute__((target("avx2"))) static void best4_avx2(const float (*q2)[NG],
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+KILN_AVX512 static void
 build_avx512(const float (*dec)[NG], const float *a, const float *w, int odd, float *q2o,
              float *qx2o) {
-    for (int g = 0; g < NG; g += 16) {
-        __m512 q2 = _mm512_setzero_ps(), qx = _mm512_setzero_ps(), mn = _mm512_set1_ps(FLT_MAX);
-        for (int i = 0; i < 8; i++) {
-            __m512 G = _mm512_loadu_ps(&dec[i][g]);
-            __m512 t = _mm512_mul_ps(_mm512_set1_ps(w[i]), G);
-            q2 = _mm512_add_ps(q2, _mm512_mul_ps(t, G));
-            __m512 p = _mm512_mul_ps(t, _mm512_set1_ps(a[i]));
-            qx = _mm512_add_ps(qx, p);
-            mn = _mm512_min_ps(p, mn);
-        }
-        __m512 x2 = _mm512_mul_ps(_mm512_set1_ps(2.0f), qx);
-        if (odd) x2 = _mm512_sub_ps(x2, _mm512_mul_ps(_mm512_set1_ps(4.0f), mn));
-        _mm512_storeu_ps(q2o + g, q2);
-        _mm512_storeu_ps(qx2o + g, x2);
-    }
+    BUILD_BODY(__m512, 16, _mm512)
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+KILN_AVX512 static void
 best4_avx512(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4], int g[4]) {
-    const __m512 s = _mm512_set1_ps(S), lo = _mm512_set1_ps(-FLT_MAX);
-    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    /* Named registers, not arrays: arrays end up in memory. */
-    __m512 b0 = lo, b1 = lo, b2 = lo, b3 = lo;
-    __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
-#define STEP(k)                                                                                   \
-    do {                                                                                          \
-        __m512 t = _mm512_sub_ps(_mm512_loadu_ps(qx2[k] + j), _mm512_mul_ps(s, _mm512_loadu_ps(q2[k] + j))); \
-        __mmask16 gt = _mm512_cmp_ps_mask(t, b##k, _CMP_GT_OQ);                                   \
-        b##k = _mm512_mask_mov_ps(b##k, gt, t);                                                   \
-        i##k = _mm512_mask_mov_epi32(i##k, gt, lane);                                             \
-    } while (0)
-    for (int j = 0; j < NG; j += 16) {
-        STEP(0);
-        STEP(1);
-        STEP(2);
-        STEP(3);
-        lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
-    }
-#undef STEP
-    const __m512 bs[4] = {b0, b1, b2, b3};
-    const __m512i is[4] = {i0, i1, i2, i3};
+    BEST4_SCAN(__m512, __m512i, 16, _mm512,
+               _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), KEEP16)
     for (int k = 0; k < 4; k++) {
         float m = _mm512_reduce_max_ps(bs[k]);
         __mmask16 at = _mm512_cmp_ps_mask(bs[k], _mm512_set1_ps(m), _CMP_EQ_OQ);
@@ -229,18 +212,8 @@ kiln_iq2xxs_fit *kiln_iq2xxs_fit_new(void) {
     kiln_iq2xxs_fit *f = malloc(sizeof *f);
     if (!f) return NULL;
     f->s = s;
-    f->build = build_scalar;
-    f->best4 = best4_scalar;
-#ifdef KILN_X86
-    kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) {
-        f->build = build_avx512;
-        f->best4 = best4_avx512;
-    } else if (lvl >= KILN_SIMD_AVX2) {
-        f->build = build_avx2;
-        f->best4 = best4_avx2;
-    }
-#endif
+    f->build = KILN_SIMD_PICK(build);
+    f->best4 = KILN_SIMD_PICK(best4);
     return f;
 }
 
@@ -315,7 +288,7 @@ void kiln_iq2xxs_fit_block(kiln_iq2xxs_fit *f, const float *x, const float *w,
         a[i] = fabsf(x[i]);
         amax = amax > a[i] ? amax : a[i];
     }
-    if (amax < GROUP_MAX_EPS) {
+    if (amax < KILN_GROUP_MAX_EPS) {
         memset(y, 0, sizeof *y);
         return;
     }

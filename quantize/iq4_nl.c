@@ -17,6 +17,7 @@
  * block in ggml's order. The winner is then chosen by the scalar rule. */
 #include "blocks.h"
 #include "quants.h"
+#include "search.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
@@ -24,19 +25,11 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#define KILN_X86 1
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#endif
-
 const int8_t kiln_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                       1,    13,   25,  38,  53,  69,  89,  113};
 
-#define GROUP_MAX_EPS 1e-15f /* ggml: blocks below this are all zero */
-#define NTRY 7               /* candidate scales either side of the first */
-#define NCAND 16             /* the first guess and the 2 * NTRY + 1 tries */
+#define NTRY 7   /* candidate scales either side of the first */
+#define NCAND 16 /* the first guess and the 2 * NTRY + 1 tries */
 
 /* ggml's best_index_int8 over the table: nearest entry, ties to the upper
  * one, decided by comparing the two float differences. */
@@ -126,7 +119,7 @@ static void indices_scalar(float id, const float *x, const iq4nl_tables *t, uint
 /* Branch-free binary search over the thresholds: the largest i with
  * thr[i] <= al (0 if none). The first step's threshold is thr[8] in every
  * lane; the others are looked up (AVX2: in the lane's half of the table). */
-AVX2 static inline __m256i index8(__m256 al, __m256 tlo, __m256 thi, __m256 t8) {
+KILN_AVX2 static inline __m256i index8(__m256 al, __m256 tlo, __m256 thi, __m256 t8) {
     __m256 ge8 = _mm256_cmp_ps(al, t8, _CMP_GE_OQ);
     __m256i idx = _mm256_and_si256(_mm256_castps_si256(ge8), _mm256_set1_epi32(8));
     for (int s = 4; s; s >>= 1) {
@@ -140,8 +133,9 @@ AVX2 static inline __m256i index8(__m256 al, __m256 tlo, __m256 thi, __m256 t8) 
     return idx;
 }
 
-AVX2 static void cand_sums_avx2(const float *x, const float *w, const float *ids, int nc,
-                                const iq4nl_tables *t, float *sqx, float *sq2) {
+KILN_AVX2 static void
+cand_sums_avx2(const float *x, const float *w, const float *ids, int nc, const iq4nl_tables *t,
+               float *sqx, float *sq2) {
     const __m256 tlo = _mm256_loadu_ps(t->thr), thi = _mm256_loadu_ps(t->thr + 8);
     const __m256 vlo = _mm256_loadu_ps(t->val), vhi = _mm256_loadu_ps(t->val + 8);
     const __m256 t8 = _mm256_set1_ps(t->thr[8]);
@@ -166,7 +160,7 @@ AVX2 static void cand_sums_avx2(const float *x, const float *w, const float *ids
     memcpy(sq2, b, sizeof b);
 }
 
-AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
+KILN_AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
     const __m256 tlo = _mm256_loadu_ps(t->thr), thi = _mm256_loadu_ps(t->thr + 8);
     const __m256 t8 = _mm256_set1_ps(t->thr[8]), idv = _mm256_set1_ps(id);
     __m256i q[4];
@@ -177,7 +171,7 @@ AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, u
     _mm256_storeu_si256((__m256i *)L, b);
 }
 
-AVX512 static inline __m512i index16(__m512 al, __m512 thr, __m512 t8) {
+KILN_AVX512 static inline __m512i index16(__m512 al, __m512 thr, __m512 t8) {
     __m512i idx = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(al, t8, _CMP_GE_OQ), _mm512_set1_epi32(8));
     for (int s = 4; s; s >>= 1) {
         __m512i cand = _mm512_add_epi32(idx, _mm512_set1_epi32(s));
@@ -187,8 +181,9 @@ AVX512 static inline __m512i index16(__m512 al, __m512 thr, __m512 t8) {
     return idx;
 }
 
-AVX512 static void cand_sums_avx512(const float *x, const float *w, const float *ids, int nc,
-                                    const iq4nl_tables *t, float *sqx, float *sq2) {
+KILN_AVX512 static void
+cand_sums_avx512(const float *x, const float *w, const float *ids, int nc, const iq4nl_tables *t,
+                 float *sqx, float *sq2) {
     const __m512 thr = _mm512_loadu_ps(t->thr), val = _mm512_loadu_ps(t->val);
     const __m512 t8 = _mm512_set1_ps(t->thr[8]);
     __m512 id = _mm512_loadu_ps(ids), sa = _mm512_setzero_ps(), sb = _mm512_setzero_ps();
@@ -204,7 +199,8 @@ AVX512 static void cand_sums_avx512(const float *x, const float *w, const float 
     _mm512_storeu_ps(sq2, sb);
 }
 
-AVX512 static void indices_avx512(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
+KILN_AVX512 static void
+indices_avx512(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
     const __m512 thr = _mm512_loadu_ps(t->thr), t8 = _mm512_set1_ps(t->thr[8]);
     const __m512 idv = _mm512_set1_ps(id);
     for (int k = 0; k < 2; k++) {
@@ -226,47 +222,42 @@ typedef struct iq4nl_kernels {
 
 static void iq4nl_kernels_init(iq4nl_kernels *k) {
     iq4nl_tables_init(&k->t);
-    k->cand_sums = cand_sums_scalar;
-    k->indices = indices_scalar;
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) {
-        k->cand_sums = cand_sums_avx512;
-        k->indices = indices_avx512;
-    } else if (l >= KILN_SIMD_AVX2) {
-        k->cand_sums = cand_sums_avx2;
-        k->indices = indices_avx2;
-    }
-#endif
+    k->cand_sums = KILN_SIMD_PICK(cand_sums);
+    k->indices = KILN_SIMD_PICK(indices);
 }
 
 /* ---------------------------------------------------------------------
- * One block. ntry = NTRY is ggml's search, ntry = -1 its row reference
- * (first guess only, indices kept from it). qw is the block's imatrix
- * slice or NULL. For an all-zero block (d = 0) ggml's reference leaves
- * whatever indices its buffer held; kiln writes the index of 0 instead. */
-static void iq4nl_block(const float *x, const float *qw, int ntry, const iq4nl_kernels *k,
-                        kiln_block_iq4_nl *y) {
+ * One block. */
+
+/* What every block of one call shares: the kernels, and ntry = NTRY for
+ * ggml's search or -1 for its row reference (first guess only, indices
+ * kept from it). */
+typedef struct iq4nl_ctx {
+    iq4nl_kernels k;
+    int ntry;
+} iq4nl_ctx;
+
+/* A kiln_block_quantizer; qw is the block's imatrix slice or NULL. For an
+ * all-zero block (d = 0) ggml's reference leaves whatever indices its
+ * buffer held; kiln writes the index of 0 instead. */
+static void iq4nl_block(const float *x, const float *qw, void *dst, const void *ctx) {
+    const iq4nl_ctx *c = ctx;
+    const iq4nl_kernels *k = &c->k;
+    const int ntry = c->ntry;
     const float v0 = kiln_iq4nl_values[0];
     float w[KILN_QK];
     if (qw) {
         float sigma2 = 0;
         for (int j = 0; j < KILN_QK; j++) sigma2 += x[j] * x[j];
         sigma2 *= 2.f / KILN_QK;
-        for (int j = 0; j < KILN_QK; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+        kiln_importance_weights(KILN_QK, x, qw, sigma2, w);
     } else {
         for (int j = 0; j < KILN_QK; j++) w[j] = x[j] * x[j];
     }
 
-    float amax = 0, max = 0;
-    for (int j = 0; j < KILN_QK; j++) {
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
+    float amax, max = kiln_max_magnitude(x, KILN_QK, &amax);
     float d = 0, id = 0;
-    if (amax >= GROUP_MAX_EPS) {
+    if (amax >= KILN_GROUP_MAX_EPS) {
         /* Candidate c >= 1 is try c - 1 - ntry; unused lanes repeat a try
          * so that the division loops stay branch-free. */
         float ids[NCAND], sqx[NCAND], sq2[NCAND], dq[NCAND];
@@ -291,8 +282,7 @@ static void iq4nl_block(const float *x, const float *qw, int ntry, const iq4nl_k
     }
     uint8_t L[KILN_QK];
     k->indices(id, x, &k->t, L);
-    y->d = kiln_fp32_to_fp16(d);
-    for (int j = 0; j < KILN_QK / 2; j++) y->qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    kiln_pack_nibble_block(d, L, dst);
 }
 
 void kiln_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
@@ -300,20 +290,15 @@ void kiln_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
 }
 
 void kiln_quantize_row_iq4_nl_ref(const float *src, void *dst, int64_t n) {
-    iq4nl_kernels k;
-    iq4nl_kernels_init(&k);
-    kiln_block_iq4_nl *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK; i++) iq4nl_block(src + i * KILN_QK, NULL, -1, &k, &y[i]);
+    iq4nl_ctx c = {.ntry = -1};
+    iq4nl_kernels_init(&c.k);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK, sizeof(kiln_block_iq4_nl), iq4nl_block, &c);
 }
 
 size_t kiln_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                             const float *imatrix) {
-    iq4nl_kernels k;
-    iq4nl_kernels_init(&k);
-    int64_t nb = n_per_row / KILN_QK;
-    kiln_block_iq4_nl *y = dst;
-    for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += nb)
-        for (int64_t i = 0; i < nb; i++)
-            iq4nl_block(src + i * KILN_QK, imatrix ? imatrix + i * KILN_QK : NULL, NTRY, &k, &y[i]);
-    return (size_t)(nrows * nb) * sizeof(kiln_block_iq4_nl);
+    iq4nl_ctx c = {.ntry = NTRY};
+    iq4nl_kernels_init(&c.k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK,
+                                sizeof(kiln_block_iq4_nl), iq4nl_block, &c);
 }

@@ -8,13 +8,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "quants.h"
 #include "search.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 void kiln_kscales_pack(uint8_t out[12], const uint8_t ls[8], const uint8_t lm[8]) {
     for (int j = 0; j < 4; j++) {
@@ -74,13 +70,9 @@ static void search_imatrix(const float *x, const float *qw, int nmax, float *dsc
     for (int l = 0; l < KILN_QK_K; l++) sum_x2 += x[l] * x[l];
     float sigma2 = 2 * sum_x2 / KILN_QK_K;
     for (int j = 0; j < 8; j++) {
-        const float *xs = x + 32 * j;
-        for (int l = 0; l < 32; l++) weights[l] = qw[32 * j + l] * sqrtf(sigma2 + xs[l] * xs[l]);
-        float sumw = 0;
-        for (int l = 0; l < 32; l++) sumw += weights[l];
-        sw[j] = sumw;
-        scales[j] = kiln_make_qkx3_quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, -0.9f,
-                                          0.05f, 36, false);
+        sw[j] = kiln_importance_weights(32, x + 32 * j, qw + 32 * j, sigma2, weights);
+        scales[j] = kiln_make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
+                                          -0.9f, 0.05f, 36, false);
     }
     *dscale = kiln_make_qp_quants(8, 63, scales, ls, sw);
     *dmin = kiln_make_qp_quants(8, 63, mins, lm, sw);
@@ -111,12 +103,7 @@ void kiln_kscale_block(const float *x, const float *qw, int nmax, kiln_kscale_re
         uint8_t sc, m;
         kiln_kscale_get(j, scales, &sc, &m);
         float ds = D * sc;
-        if (!ds) continue;
-        float dm = M * m;
-        for (int i = 0; i < 32; i++) {
-            int l = kiln_nearest_int((x[32 * j + i] + dm) / ds);
-            L[32 * j + i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        }
+        if (ds) kiln_levels_for_scale(32, x + 32 * j, ds, M * m, 0, nmax, L + 32 * j);
     }
 }
 
@@ -147,8 +134,8 @@ static void dequant_scalar(const float ds[8], const float dm[8], const uint8_t *
     }
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) static void
+#ifdef KILN_X86
+KILN_AVX2 static void
 dequant_avx2(const float ds[8], const float dm[8], const uint8_t *qs, const uint8_t *qh, float *y) {
     const __m256i low4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
     for (int j = 0; j < 8; j++) {
@@ -170,7 +157,7 @@ dequant_avx2(const float ds[8], const float dm[8], const uint8_t *qs, const uint
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+KILN_AVX512 static void
 dequant_avx512(const float ds[8], const float dm[8], const uint8_t *qs, const uint8_t *qh,
                float *y) {
     const __m512i low4 = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
@@ -197,16 +184,5 @@ void kiln_kscale_dequant(kiln_half d, kiln_half dmin, const uint8_t scales[12], 
                          const uint8_t *qh, float *y) {
     float ds[8], dm[8];
     sub_factors(d, dmin, scales, ds, dm);
-#if defined(__x86_64__)
-    kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) {
-        dequant_avx512(ds, dm, qs, qh, y);
-        return;
-    }
-    if (lvl >= KILN_SIMD_AVX2) {
-        dequant_avx2(ds, dm, qs, qh, y);
-        return;
-    }
-#endif
-    dequant_scalar(ds, dm, qs, qh, y);
+    KILN_SIMD_PICK(dequant)(ds, dm, qs, qh, y);
 }

@@ -82,7 +82,6 @@ typedef struct kiln_policy_opts {
     int token_embd_type;          /* -1: the policy's choice */
     kiln_type_override *overrides;
     uint32_t n_overrides;
-    bool has_imatrix;             /* llama.cpp's rules may look at it */
 } kiln_policy_opts;
 
 typedef enum kiln_plan_why {

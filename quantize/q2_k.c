@@ -21,10 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#endif
-
 /* ---------------------------------------------------------------- dequant */
 
 static void dequant_scalar(const kiln_block_q2_k *b, float *y) {
@@ -37,9 +33,8 @@ static void dequant_scalar(const kiln_block_q2_k *b, float *y) {
     }
 }
 
-#ifdef __x86_64__
-__attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_block_q2_k *b,
-                                                                   float *y) {
+#ifdef KILN_X86
+KILN_AVX2 static void dequant_avx2(const kiln_block_q2_k *b, float *y) {
     const float d = kiln_fp16_to_fp32(b->d), min = kiln_fp16_to_fp32(b->dmin);
     const __m256i three = _mm256_set1_epi32(3);
     for (int g = 0; g < 16; ++g) {
@@ -56,8 +51,7 @@ __attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_blo
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-dequant_avx512(const kiln_block_q2_k *b, float *y) {
+KILN_AVX512 static void dequant_avx512(const kiln_block_q2_k *b, float *y) {
     const float d = kiln_fp16_to_fp32(b->d), min = kiln_fp16_to_fp32(b->dmin);
     const __m512i three = _mm512_set1_epi32(3);
     for (int g = 0; g < 16; ++g) {
@@ -74,69 +68,21 @@ dequant_avx512(const kiln_block_q2_k *b, float *y) {
 
 void kiln_dequantize_row_q2_k(const void *src, float *dst, int64_t n) {
     const kiln_block_q2_k *b = src;
-    void (*fn)(const kiln_block_q2_k *, float *) = dequant_scalar;
-#ifdef __x86_64__
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512) fn = dequant_avx512;
-    else if (lv >= KILN_SIMD_AVX2) fn = dequant_avx2;
-#endif
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) fn(&b[i], dst + i * KILN_QK_K);
+    void (*dequant)(const kiln_block_q2_k *, float *) = KILN_SIMD_PICK(dequant);
+    for (int64_t i = 0; i < n / KILN_QK_K; ++i) dequant(&b[i], dst + i * KILN_QK_K);
 }
 
 /* ------------------------------------------------------------------ quant */
-
-/* Levels 0..3 of 16 values against a stored scale dl and minimum ml. The
- * SIMD variants do the same division and ggml's magic-number rounding. */
-static void levels16_scalar(const float *x, float ml, float dl, uint8_t *L) {
-    for (int i = 0; i < 16; ++i) {
-        int l = kiln_nearest_int((x[i] + ml) / dl);
-        L[i] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
-    }
-}
-
-#ifdef __x86_64__
-__attribute__((target("avx2,fma,f16c"))) static void levels16_avx2(const float *x, float ml,
-                                                                   float dl, uint8_t *L) {
-    for (int h = 0; h < 16; h += 8) {
-        __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + h), _mm256_set1_ps(ml)),
-                                 _mm256_set1_ps(dl));
-        __m256i i = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
-        i = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
-                             _mm256_set1_epi32(0x00400000));
-        i = _mm256_max_epi32(_mm256_setzero_si256(), _mm256_min_epi32(_mm256_set1_epi32(3), i));
-        int32_t t[8];
-        _mm256_storeu_si256((__m256i *)t, i);
-        for (int k = 0; k < 8; ++k) L[h + k] = (uint8_t)t[k];
-    }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-levels16_avx512(const float *x, float ml, float dl, uint8_t *L) {
-    __m512 v = _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_set1_ps(ml)),
-                             _mm512_set1_ps(dl));
-    __m512i i = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
-    i = _mm512_sub_epi32(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)),
-                         _mm512_set1_epi32(0x00400000));
-    i = _mm512_max_epi32(_mm512_setzero_si512(), _mm512_min_epi32(_mm512_set1_epi32(3), i));
-    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(i));
-}
-#endif
 
 /* Final levels against the stored (fp16-rounded) scales, then packing.
  * Sub-blocks whose scale rounds to zero keep the search's levels, as in
  * ggml. */
 static void requantize(const float *x, kiln_block_q2_k *y, uint8_t *L) {
-    void (*levels16)(const float *, float, float, uint8_t *) = levels16_scalar;
-#ifdef __x86_64__
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512) levels16 = levels16_avx512;
-    else if (lv >= KILN_SIMD_AVX2) levels16 = levels16_avx2;
-#endif
     const float d = kiln_fp16_to_fp32(y->d), dmin = kiln_fp16_to_fp32(y->dmin);
     for (int j = 0; j < 16; ++j) {
         const float dl = d * (y->scales[j] & 0xF);
-        if (!dl) continue;
-        levels16(x + 16 * j, dmin * (y->scales[j] >> 4), dl, L + 16 * j);
+        if (dl)
+            kiln_levels_for_scale(16, x + 16 * j, dl, dmin * (y->scales[j] >> 4), 0, 3, L + 16 * j);
     }
     kiln_pack_2bit_k(L, y->qs);
 }
@@ -177,12 +123,7 @@ static void quantize_block_imx(const float *x, kiln_block_q2_k *y, const float *
     for (int j = 0; j < KILN_QK_K; ++j) sumx2 += x[j] * x[j];
     float sigma2 = sumx2 / KILN_QK_K;
     for (int j = 0; j < 16; ++j) {
-        float s = 0;
-        for (int l = 0; l < 16; ++l) {
-            weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
-            s += weight[l];
-        }
-        sw[j] = s;
+        sw[j] = kiln_importance_weights(16, x + 16 * j, qw + 16 * j, sigma2, weight);
         scales[j] = kiln_make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], NULL,
                                           -0.9f, 0.05f, 36, false);
     }
@@ -194,22 +135,21 @@ static void quantize_block_imx(const float *x, kiln_block_q2_k *y, const float *
     requantize(x, y, L);
 }
 
+/* One super-block: ggml's reference search, or its imatrix one. */
+static void quantize_block(const float *x, const float *qw, void *y, const void *ctx) {
+    if (qw) quantize_block_imx(x, y, qw);
+    else quantize_block_ref(x, y);
+}
+
 void kiln_quantize_row_q2_k_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q2_k *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) quantize_block_ref(src + i * KILN_QK_K, &y[i]);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK_K, sizeof(kiln_block_q2_k), quantize_block,
+                         NULL);
 }
 
 size_t kiln_quantize_q2_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_q2_k *y = dst;
-    for (int64_t r = 0; r < nrows; ++r)
-        for (int64_t i = 0; i < nb; ++i) {
-            const float *x = src + r * n_per_row + i * KILN_QK_K;
-            if (imatrix) quantize_block_imx(x, &y[r * nb + i], imatrix + i * KILN_QK_K);
-            else quantize_block_ref(x, &y[r * nb + i]);
-        }
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q2_k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_q2_k), quantize_block, NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -309,20 +249,18 @@ static void q2_descend(const float *x, const float *w, float d, float dmin, kiln
     }
 }
 
-static void refine_block_imx(const float *x, const float *w, kiln_block_q2_k *y) {
-    double best_err = q2_block_err(x, w, y);
-    q2_descend(x, w, kiln_fp16_to_fp32(y->d), kiln_fp16_to_fp32(y->dmin), y, &best_err);
+/* Refines the ggml block *y in place (a kiln_block_quantizer). */
+static void refine_block_imx(const float *x, const float *w, void *y, const void *ctx) {
+    kiln_block_q2_k *b = y;
+    double best_err = q2_block_err(x, w, b);
+    q2_descend(x, w, kiln_fp16_to_fp32(b->d), kiln_fp16_to_fp32(b->dmin), b, &best_err);
 }
 
 size_t kiln_quantize_q2_k_refined(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *imatrix) {
     size_t bytes = kiln_quantize_q2_k(src, dst, nrows, n_per_row, imatrix);
     if (!imatrix) return bytes;
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_q2_k *y = dst;
-    for (int64_t r = 0; r < nrows; ++r)
-        for (int64_t i = 0; i < nb; ++i)
-            refine_block_imx(src + r * n_per_row + i * KILN_QK_K, imatrix + i * KILN_QK_K,
-                             &y[r * nb + i]);
+    kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K, sizeof(kiln_block_q2_k),
+                         refine_block_imx, NULL);
     return bytes;
 }

@@ -21,10 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#endif
-
 /* The 16 6-bit scales (still biased by 32) out of their 12 bytes. */
 static void unpack_scales(const uint8_t *s, int *sc) {
     for (int j = 0; j < 16; ++j) {
@@ -61,9 +57,8 @@ static void dequant_scalar(const kiln_block_q3_k *b, float *y) {
     }
 }
 
-#ifdef __x86_64__
-__attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_block_q3_k *b,
-                                                                   float *y) {
+#ifdef KILN_X86
+KILN_AVX2 static void dequant_avx2(const kiln_block_q3_k *b, float *y) {
     const float d_all = kiln_fp16_to_fp32(b->d);
     int sc[16];
     unpack_scales(b->scales, sc);
@@ -86,8 +81,7 @@ __attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_blo
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-dequant_avx512(const kiln_block_q3_k *b, float *y) {
+KILN_AVX512 static void dequant_avx512(const kiln_block_q3_k *b, float *y) {
     const float d_all = kiln_fp16_to_fp32(b->d);
     int sc[16];
     unpack_scales(b->scales, sc);
@@ -109,64 +103,17 @@ dequant_avx512(const kiln_block_q3_k *b, float *y) {
 
 void kiln_dequantize_row_q3_k(const void *src, float *dst, int64_t n) {
     const kiln_block_q3_k *b = src;
-    void (*fn)(const kiln_block_q3_k *, float *) = dequant_scalar;
-#ifdef __x86_64__
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512) fn = dequant_avx512;
-    else if (lv >= KILN_SIMD_AVX2) fn = dequant_avx2;
-#endif
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) fn(&b[i], dst + i * KILN_QK_K);
+    void (*dequant)(const kiln_block_q3_k *, float *) = KILN_SIMD_PICK(dequant);
+    for (int64_t i = 0; i < n / KILN_QK_K; ++i) dequant(&b[i], dst + i * KILN_QK_K);
 }
 
 /* ------------------------------------------------------------------ quant */
-
-/* Levels 0..7 (level + 4) of 16 values against a stored scale dl. The
- * SIMD variants do the same division and ggml's magic-number rounding. */
-static void levels16_scalar(const float *x, float dl, int8_t *L) {
-    for (int i = 0; i < 16; ++i) {
-        int l = kiln_nearest_int(x[i] / dl);
-        L[i] = (int8_t)((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
-    }
-}
-
-#ifdef __x86_64__
-__attribute__((target("avx2,fma,f16c"))) static void levels16_avx2(const float *x, float dl,
-                                                                   int8_t *L) {
-    for (int h = 0; h < 16; h += 8) {
-        __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + h), _mm256_set1_ps(dl));
-        __m256i i = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
-        i = _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
-                             _mm256_set1_epi32(0x00400000 - 4));
-        i = _mm256_max_epi32(_mm256_setzero_si256(), _mm256_min_epi32(_mm256_set1_epi32(7), i));
-        int32_t t[8];
-        _mm256_storeu_si256((__m256i *)t, i);
-        for (int k = 0; k < 8; ++k) L[h + k] = (int8_t)t[k];
-    }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-levels16_avx512(const float *x, float dl, int8_t *L) {
-    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x), _mm512_set1_ps(dl));
-    __m512i i = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
-    /* subtracting 0x400000 - 4 adds the +4 bias in the same step */
-    i = _mm512_sub_epi32(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)),
-                         _mm512_set1_epi32(0x00400000 - 4));
-    i = _mm512_max_epi32(_mm512_setzero_si512(), _mm512_min_epi32(_mm512_set1_epi32(7), i));
-    _mm_storeu_si128((__m128i *)L, _mm512_cvtepi32_epi8(i));
-}
-#endif
 
 /* Stores the biased scales Ls (0..63) and d, requantizes against them and
  * packs. L holds the search's levels 0..7, kept (as in ggml) for
  * sub-blocks whose scale comes out zero. */
 static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, float d,
                          int8_t *L) {
-    void (*levels16)(const float *, float, int8_t *) = levels16_scalar;
-#ifdef __x86_64__
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512) levels16 = levels16_avx512;
-    else if (lv >= KILN_SIMD_AVX2) levels16 = levels16_avx2;
-#endif
     pack_scales(Ls, y->scales);
     y->d = kiln_fp32_to_fp16(d);
     const float dq = kiln_fp16_to_fp32(y->d);
@@ -174,7 +121,7 @@ static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, f
     unpack_scales(y->scales, sc);
     for (int j = 0; j < 16; ++j) {
         const float dl = dq * (float)(int8_t)(sc[j] - 32);
-        if (dl) levels16(x + 16 * j, dl, L + 16 * j);
+        if (dl) kiln_levels_for_scale(16, x + 16 * j, dl, 0.f, -4, 3, (uint8_t *)L + 16 * j);
     }
     memset(y->hmask, 0, sizeof y->hmask);
     uint8_t low[KILN_QK_K];
@@ -193,15 +140,9 @@ static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, f
 static void quantize_block_ref(const float *x, kiln_block_q3_k *y) {
     int8_t L[KILN_QK_K], Ls[16];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 16; ++j)
         scales[j] = kiln_make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
-        float a = fabsf(scales[j]);
-        if (a > amax) {
-            amax = a;
-            max_scale = scales[j];
-        }
-    }
+    float amax, max_scale = kiln_max_magnitude(scales, 16, &amax);
     if (!max_scale) { /* zero scales: ggml stores zero bytes and d = 0 */
         memset(Ls, 0, sizeof Ls);
         finish_block(x, y, Ls, 0.f, L);
@@ -223,31 +164,26 @@ static void quantize_block_imx(const float *x, kiln_block_q3_k *y, const float *
     for (int j = 0; j < KILN_QK_K; ++j) sumx2 += x[j] * x[j];
     float sigma2 = 2 * sumx2 / KILN_QK_K;
     for (int j = 0; j < 16; ++j) {
-        float s = 0;
-        for (int l = 0; l < 16; ++l)
-            weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
-        for (int l = 0; l < 16; ++l) s += weight[l];
-        sw[j] = s;
+        sw[j] = kiln_importance_weights(16, x + 16 * j, qw + 16 * j, sigma2, weight);
         scales[j] = kiln_make_qx_quants(16, 4, x + 16 * j, L + 16 * j, 1, weight);
     }
     float d_block = kiln_make_qx_quants(16, 32, scales, Ls, 1, sw);
     finish_block(x, y, Ls, d_block, L);
 }
 
+/* One super-block: ggml's reference search, or its imatrix one. */
+static void quantize_block(const float *x, const float *qw, void *y, const void *ctx) {
+    if (qw) quantize_block_imx(x, y, qw);
+    else quantize_block_ref(x, y);
+}
+
 void kiln_quantize_row_q3_k_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q3_k *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) quantize_block_ref(src + i * KILN_QK_K, &y[i]);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK_K, sizeof(kiln_block_q3_k), quantize_block,
+                         NULL);
 }
 
 size_t kiln_quantize_q3_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_q3_k *y = dst;
-    for (int64_t r = 0; r < nrows; ++r)
-        for (int64_t i = 0; i < nb; ++i) {
-            const float *x = src + r * n_per_row + i * KILN_QK_K;
-            if (imatrix) quantize_block_imx(x, &y[r * nb + i], imatrix + i * KILN_QK_K);
-            else quantize_block_ref(x, &y[r * nb + i]);
-        }
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q3_k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_q3_k), quantize_block, NULL);
 }

@@ -1,7 +1,8 @@
 /* quantize/q4_0.c - Q4_0: 32 weights as 4-bit levels times one fp16 scale
  * (block layout in blocks_legacy.h), and the pieces Q5_0 and IQ4_NL reuse:
- * the reference level search of the symmetric formats, its imatrix
- * variant, and the dequantizer of "d + 16 nibble pairs" blocks.
+ * the quantizer Q4_0 and Q5_0 share (kiln_legacy_quantize: the same level
+ * search with a different nmax), and the packer and dequantizer of "d + 16
+ * nibble pairs" blocks, the layout of Q4_0 and IQ4_NL.
  *
  * Without an imatrix the levels are ggml's quantize_row_q4_0_ref: d is the
  * value of largest magnitude divided by -8, so that value lands exactly on
@@ -19,13 +20,6 @@
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
-
-#ifdef __x86_64__
-#include <immintrin.h>
-#define KILN_X86 1
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#endif
 
 /* d and 1/d from the block's value of largest magnitude. A zero block
  * keeps ggml's +0 max, hence d = -0. */
@@ -45,13 +39,7 @@ static inline bool legacy_degenerate(float id, uint8_t *L) {
 }
 
 static float levels_ref_scalar(const float *x, int nmax, uint8_t *L) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < KILN_QK; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
+    float amax, max = kiln_max_magnitude(x, KILN_QK, &amax);
     float id, d = legacy_scale(max, nmax, &id);
     if (legacy_degenerate(id, L)) return d;
     /* ggml truncates x/d + nmax + 0.5 (all >= 0 here) and clips the top. */
@@ -64,7 +52,7 @@ static float levels_ref_scalar(const float *x, int nmax, uint8_t *L) {
 }
 
 #ifdef KILN_X86
-AVX2 static float levels_ref_avx2(const float *x, int nmax, uint8_t *L) {
+KILN_AVX2 static float levels_ref_avx2(const float *x, int nmax, uint8_t *L) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4], a[4];
     for (int k = 0; k < 4; k++) {
@@ -98,7 +86,7 @@ AVX2 static float levels_ref_avx2(const float *x, int nmax, uint8_t *L) {
     return d;
 }
 
-AVX512 static float levels_ref_avx512(const float *x, int nmax, uint8_t *L) {
+KILN_AVX512 static float levels_ref_avx512(const float *x, int nmax, uint8_t *L) {
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)), max = 0;
@@ -120,42 +108,66 @@ AVX512 static float levels_ref_avx512(const float *x, int nmax, uint8_t *L) {
 }
 #endif
 
-float kiln_legacy_levels_ref(const float *x, int nmax, uint8_t *L) {
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) return levels_ref_avx512(x, nmax, L);
-    if (l >= KILN_SIMD_AVX2) return levels_ref_avx2(x, nmax, L);
-#endif
-    return levels_ref_scalar(x, nmax, L);
+/* Levels of one block as ggml's reference quantizers pick them: d = max /
+ * -nmax where max is the value of largest magnitude, levels q = x / d + nmax
+ * in 0..2*nmax-1. Returns d. */
+static float levels_ref(const float *x, int nmax, uint8_t *L) {
+    return KILN_SIMD_PICK(levels_ref)(x, nmax, L);
 }
 
-float kiln_legacy_row_sigma2(const float *x, int64_t n) {
-    float sum_x2 = 0;
-    for (int64_t j = 0; j < n; j++) sum_x2 += x[j] * x[j];
-    return sum_x2 / n;
-}
-
-float kiln_legacy_levels_imatrix(const float *x, const float *qw, float sigma2, int nmax,
-                                 uint8_t *L) {
+/* The same with importance weights (ggml's quantize_row_q4_0_impl /
+ * q5_0_impl): weight qw[j] * sqrt(sigma2 + x[j]^2), scale by
+ * kiln_make_qx_quants. */
+static float levels_imatrix(const float *x, const float *qw, float sigma2, int nmax, uint8_t *L) {
     float weight[KILN_QK];
-    int8_t l8[KILN_QK];
-    for (int j = 0; j < KILN_QK; j++) weight[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-    float d = kiln_make_qx_quants(KILN_QK, nmax, x, l8, 1, weight);
-    memcpy(L, l8, KILN_QK);
-    return d;
+    kiln_importance_weights(KILN_QK, x, qw, sigma2, weight);
+    return kiln_make_qx_quants(KILN_QK, nmax, x, (int8_t *)L, 1, weight);
+}
+
+/* What every block of one kiln_legacy_quantize call shares. */
+typedef struct legacy_ctx {
+    int nmax;
+    kiln_legacy_pack_fn pack;
+    float sigma2; /* the row's mean x^2, for the imatrix weights */
+} legacy_ctx;
+
+static void legacy_block(const float *x, const float *qw, void *y, const void *ctx) {
+    const legacy_ctx *c = ctx;
+    uint8_t L[KILN_QK];
+    float d = qw ? levels_imatrix(x, qw, c->sigma2, c->nmax, L) : levels_ref(x, c->nmax, L);
+    c->pack(d, L, y);
+}
+
+size_t kiln_legacy_quantize(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix, int nmax, kiln_legacy_pack_fn pack,
+                            size_t block_bytes) {
+    legacy_ctx c = {nmax, pack, 0};
+    if (!imatrix)
+        return kiln_quantize_blocks(src, dst, nrows, n_per_row, NULL, KILN_QK, block_bytes,
+                                    legacy_block, &c);
+    uint8_t *y = dst;
+    size_t row_bytes = (size_t)(n_per_row / KILN_QK) * block_bytes;
+    for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += row_bytes) {
+        float sum_x2 = 0; /* in ggml's order */
+        for (int64_t j = 0; j < n_per_row; j++) sum_x2 += src[j] * src[j];
+        c.sigma2 = sum_x2 / n_per_row;
+        kiln_quantize_blocks(src, y, 1, n_per_row, imatrix, KILN_QK, block_bytes, legacy_block, &c);
+    }
+    return (size_t)nrows * row_bytes;
 }
 
 /* ---------------------------------------------------------------------
- * Dequantizing blocks of "fp16 d, then 16 bytes holding weight j in the
- * low nibble and weight j + 16 in the high one": Q4_0 (table q - 8) and
- * IQ4_NL (its non-linear table). */
+ * Nibble blocks, "fp16 d, then 16 bytes holding weight j in the low
+ * nibble and weight j + 16 in the high one": Q4_0 (table q - 8) and
+ * IQ4_NL (its non-linear table). The kernels read both as Q4_0 structs. */
 
-typedef struct nibble_block {
-    kiln_half d;
-    uint8_t qs[KILN_QK / 2];
-} nibble_block;
-static_assert(sizeof(nibble_block) == sizeof(kiln_block_q4_0), "Q4_0 is a nibble block");
-static_assert(sizeof(nibble_block) == sizeof(kiln_block_iq4_nl), "IQ4_NL is a nibble block");
+typedef kiln_block_q4_0 nibble_block;
+
+void kiln_pack_nibble_block(float d, const uint8_t *L, void *block) {
+    nibble_block *y = block;
+    y->d = kiln_fp32_to_fp16(d);
+    kiln_pack_nibbles(L, y->qs);
+}
 
 static void nibbles_scalar(const nibble_block *x, const int8_t *table, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
@@ -168,7 +180,8 @@ static void nibbles_scalar(const nibble_block *x, const int8_t *table, float *y,
 }
 
 #ifdef KILN_X86
-AVX2 static void nibbles_avx2(const nibble_block *x, const int8_t *table, float *y, int64_t nb) {
+KILN_AVX2 static void
+nibbles_avx2(const nibble_block *x, const int8_t *table, float *y, int64_t nb) {
     const __m128i tab = _mm_loadu_si128((const __m128i *)table), low = _mm_set1_epi8(15);
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d));
@@ -184,7 +197,8 @@ AVX2 static void nibbles_avx2(const nibble_block *x, const int8_t *table, float 
     }
 }
 
-AVX512 static void nibbles_avx512(const nibble_block *x, const int8_t *table, float *y, int64_t nb) {
+KILN_AVX512 static void
+nibbles_avx512(const nibble_block *x, const int8_t *table, float *y, int64_t nb) {
     const __m128i tab = _mm_loadu_si128((const __m128i *)table), low = _mm_set1_epi8(15);
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m512 d = _mm512_set1_ps(_cvtsh_ss(x[i].d));
@@ -198,19 +212,7 @@ AVX512 static void nibbles_avx512(const nibble_block *x, const int8_t *table, fl
 #endif
 
 void kiln_dequantize_nibble_blocks(const void *src, const int8_t *table, float *dst, int64_t n) {
-    const nibble_block *x = src;
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) {
-        nibbles_avx512(x, table, dst, n / KILN_QK);
-        return;
-    }
-    if (l >= KILN_SIMD_AVX2) {
-        nibbles_avx2(x, table, dst, n / KILN_QK);
-        return;
-    }
-#endif
-    nibbles_scalar(x, table, dst, n / KILN_QK);
+    KILN_SIMD_PICK(nibbles)(src, table, dst, n / KILN_QK);
 }
 
 /* ---------------------------------------------------------------------
@@ -218,39 +220,16 @@ void kiln_dequantize_nibble_blocks(const void *src, const int8_t *table, float *
 
 static const int8_t Q4_0_LEVELS[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
-static void q4_0_pack(float d, const uint8_t *L, kiln_block_q4_0 *y) {
-    y->d = kiln_fp32_to_fp16(d);
-    for (int j = 0; j < KILN_QK / 2; j++) y->qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
-}
-
 void kiln_dequantize_row_q4_0(const void *src, float *dst, int64_t n) {
     kiln_dequantize_nibble_blocks(src, Q4_0_LEVELS, dst, n);
 }
 
 void kiln_quantize_row_q4_0_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q4_0 *y = dst;
-    uint8_t L[KILN_QK];
-    for (int64_t i = 0; i < n / KILN_QK; i++) {
-        float d = kiln_legacy_levels_ref(src + i * KILN_QK, 8, L);
-        q4_0_pack(d, L, &y[i]);
-    }
+    kiln_legacy_quantize(src, dst, 1, n, NULL, 8, kiln_pack_nibble_block, sizeof(kiln_block_q4_0));
 }
 
 size_t kiln_quantize_q4_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK;
-    kiln_block_q4_0 *y = dst;
-    if (!imatrix) {
-        kiln_quantize_row_q4_0_ref(src, dst, nrows * n_per_row);
-    } else {
-        uint8_t L[KILN_QK];
-        for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += nb) {
-            float sigma2 = kiln_legacy_row_sigma2(src, n_per_row);
-            for (int64_t i = 0; i < nb; i++) {
-                float d = kiln_legacy_levels_imatrix(src + i * KILN_QK, imatrix + i * KILN_QK, sigma2, 8, L);
-                q4_0_pack(d, L, &y[i]);
-            }
-        }
-    }
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q4_0);
+    return kiln_legacy_quantize(src, dst, nrows, n_per_row, imatrix, 8, kiln_pack_nibble_block,
+                                sizeof(kiln_block_q4_0));
 }

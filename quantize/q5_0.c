@@ -1,9 +1,9 @@
 /* quantize/q5_0.c - Q5_0: 32 weights as 5-bit levels times one fp16 scale
  * (block layout in blocks_legacy.h).
  *
- * The level search is Q4_0's with nmax = 16 (kiln_legacy_levels_ref /
- * _imatrix in q4_0.c, ggml's quantize_row_q5_0_ref / q5_0_impl); this file
- * only splits each level into a low nibble and a fifth bit, and back. */
+ * The quantizer is Q4_0's with nmax = 16 (kiln_legacy_quantize in q4_0.c,
+ * ggml's quantize_row_q5_0_ref / q5_0_impl); this file only splits each
+ * level into a low nibble and a fifth bit, and back. */
 #include "blocks.h"
 #include "quants.h"
 
@@ -12,17 +12,13 @@
 
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#define KILN_X86 1
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#endif
-
-static void q5_0_pack(float d, const uint8_t *L, kiln_block_q5_0 *y) {
+/* A kiln_legacy_pack_fn: low nibbles as in Q4_0, bit 4 of level j in bit j
+ * of qh (stored little-endian byte by byte). */
+static void q5_0_pack(float d, const uint8_t *L, void *dst) {
+    kiln_block_q5_0 *y = dst;
     uint32_t qh = 0;
     y->d = kiln_fp32_to_fp16(d);
-    for (int j = 0; j < KILN_QK / 2; j++) y->qs[j] = (uint8_t)((L[j] & 15) | (L[j + 16] & 15) << 4);
+    kiln_pack_nibbles(L, y->qs);
     for (int j = 0; j < KILN_QK; j++) qh |= (uint32_t)(L[j] >> 4) << j;
     y->qh[0] = (uint8_t)qh;
     y->qh[1] = (uint8_t)(qh >> 8);
@@ -51,7 +47,7 @@ static void q5_0_dequant_scalar(const kiln_block_q5_0 *x, float *y, int64_t nb) 
 /* The 32 signed levels (q - 16) of a block as bytes in weight order: low
  * half in the first register, high half in the second. Bit j of qh is
  * spread to byte j by broadcasting qh's byte j/8 and testing bit j%8. */
-AVX2 static inline void q5_0_levels(const kiln_block_q5_0 *b, __m128i *lo, __m128i *hi) {
+KILN_AVX2 static inline void q5_0_levels(const kiln_block_q5_0 *b, __m128i *lo, __m128i *hi) {
     const __m128i low = _mm_set1_epi8(15), sixteen = _mm_set1_epi8(16);
     const __m128i bits = _mm_set1_epi64x((long long)0x8040201008040201ull);
     __m128i qh = _mm_set1_epi32((int)q5_0_qh(b));
@@ -64,7 +60,7 @@ AVX2 static inline void q5_0_levels(const kiln_block_q5_0 *b, __m128i *lo, __m12
     *hi = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(q, 4), low), h1), sixteen);
 }
 
-AVX2 static void q5_0_dequant_avx2(const kiln_block_q5_0 *x, float *y, int64_t nb) {
+KILN_AVX2 static void q5_0_dequant_avx2(const kiln_block_q5_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d));
         __m128i v[2];
@@ -78,7 +74,7 @@ AVX2 static void q5_0_dequant_avx2(const kiln_block_q5_0 *x, float *y, int64_t n
     }
 }
 
-AVX512 static void q5_0_dequant_avx512(const kiln_block_q5_0 *x, float *y, int64_t nb) {
+KILN_AVX512 static void q5_0_dequant_avx512(const kiln_block_q5_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m512 d = _mm512_set1_ps(_cvtsh_ss(x[i].d));
         __m128i lo, hi;
@@ -90,45 +86,15 @@ AVX512 static void q5_0_dequant_avx512(const kiln_block_q5_0 *x, float *y, int64
 #endif
 
 void kiln_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
-    const kiln_block_q5_0 *x = src;
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) {
-        q5_0_dequant_avx512(x, dst, n / KILN_QK);
-        return;
-    }
-    if (l >= KILN_SIMD_AVX2) {
-        q5_0_dequant_avx2(x, dst, n / KILN_QK);
-        return;
-    }
-#endif
-    q5_0_dequant_scalar(x, dst, n / KILN_QK);
+    KILN_SIMD_PICK(q5_0_dequant)(src, dst, n / KILN_QK);
 }
 
 void kiln_quantize_row_q5_0_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q5_0 *y = dst;
-    uint8_t L[KILN_QK];
-    for (int64_t i = 0; i < n / KILN_QK; i++) {
-        float d = kiln_legacy_levels_ref(src + i * KILN_QK, 16, L);
-        q5_0_pack(d, L, &y[i]);
-    }
+    kiln_legacy_quantize(src, dst, 1, n, NULL, 16, q5_0_pack, sizeof(kiln_block_q5_0));
 }
 
 size_t kiln_quantize_q5_0(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK;
-    kiln_block_q5_0 *y = dst;
-    if (!imatrix) {
-        kiln_quantize_row_q5_0_ref(src, dst, nrows * n_per_row);
-    } else {
-        uint8_t L[KILN_QK];
-        for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += nb) {
-            float sigma2 = kiln_legacy_row_sigma2(src, n_per_row);
-            for (int64_t i = 0; i < nb; i++) {
-                float d = kiln_legacy_levels_imatrix(src + i * KILN_QK, imatrix + i * KILN_QK, sigma2, 16, L);
-                q5_0_pack(d, L, &y[i]);
-            }
-        }
-    }
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q5_0);
+    return kiln_legacy_quantize(src, dst, nrows, n_per_row, imatrix, 16, q5_0_pack,
+                                sizeof(kiln_block_q5_0));
 }

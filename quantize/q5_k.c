@@ -15,7 +15,8 @@
 /* ggml's step grid for the reference search of 5-bit levels */
 static const kiln_kscale_ref Q5K_REF = {-0.5f, 15};
 
-static void quantize_block(const float *x, const float *qw, kiln_block_q5_k *y) {
+static void quantize_block(const float *x, const float *qw, void *dst, const void *ctx) {
+    kiln_block_q5_k *y = dst;
     uint8_t L[KILN_QK_K];
     kiln_kscale_block(x, qw, 31, Q5K_REF, &y->d, &y->dmin, y->scales, L);
     /* low nibbles as in Q4_K; the fifth bit of weight 32b + l is bit b of qh[l] */
@@ -35,17 +36,12 @@ void kiln_dequantize_row_q5_k(const void *src, float *dst, int64_t n) {
 }
 
 void kiln_quantize_row_q5_k_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q5_k *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK_K; i++) quantize_block(src + i * KILN_QK_K, NULL, &y[i]);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK_K, sizeof(kiln_block_q5_k), quantize_block,
+                         NULL);
 }
 
 size_t kiln_quantize_q5_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_q5_k *y = dst;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < nb; i++)
-            quantize_block(src + (r * nb + i) * KILN_QK_K,
-                           imatrix ? imatrix + i * KILN_QK_K : NULL, &y[r * nb + i]);
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q5_k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_q5_k), quantize_block, NULL);
 }

@@ -16,13 +16,6 @@
 #include "blocks.h"
 #include "search.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-/* ggml's threshold below which a super-block counts as all zero */
-#define GROUP_MAX_EPS 1e-15f
-
 /* Weight 128h + 32s + l keeps its low nibble in ql[64h + 32(s&1) + l]
  * (shifted by 4 for s >= 2) and its top two bits in qh[32h + l] at 2s. */
 static void pack(const int8_t L[KILN_QK_K], kiln_block_q6_k *y) {
@@ -40,19 +33,14 @@ static void pack(const int8_t L[KILN_QK_K], kiln_block_q6_k *y) {
 
 /* One super-block; qw is its 256 imatrix weights or NULL (then each
  * sub-block search weights values by x^2, ggml's rmse_type 1). */
-static void quantize_block(const float *x, const float *qw, kiln_block_q6_k *y) {
+static void quantize_block(const float *x, const float *qw, void *dst, const void *ctx) {
+    kiln_block_q6_k *y = dst;
     int8_t L[KILN_QK_K];
     float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < 16; ib++) {
+    for (int ib = 0; ib < 16; ib++)
         scales[ib] = kiln_make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + 16 * ib : NULL);
-        float a = fabsf(scales[ib]);
-        if (a > max_abs_scale) {
-            max_abs_scale = a;
-            max_scale = scales[ib];
-        }
-    }
-    if (max_abs_scale < GROUP_MAX_EPS) {
+    float max_abs_scale, max_scale = kiln_max_magnitude(scales, 16, &max_abs_scale);
+    if (max_abs_scale < KILN_GROUP_MAX_EPS) {
         memset(y, 0, sizeof *y);
         return;
     }
@@ -68,11 +56,7 @@ static void quantize_block(const float *x, const float *qw, kiln_block_q6_k *y) 
     float D = kiln_fp16_to_fp32(y->d);
     for (int j = 0; j < 16; j++) {
         float d = D * y->scales[j];
-        if (!d) continue;
-        for (int i = 0; i < 16; i++) {
-            int l = kiln_nearest_int(x[16 * j + i] / d);
-            L[16 * j + i] = (int8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
-        }
+        if (d) kiln_levels_for_scale(16, x + 16 * j, d, 0.f, -32, 31, (uint8_t *)L + 16 * j);
     }
     pack(L, y);
 }
@@ -94,9 +78,8 @@ static void dequant_scalar(const kiln_block_q6_k *b, float *y) {
         }
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_block_q6_k *b,
-                                                                   float *y) {
+#ifdef KILN_X86
+KILN_AVX2 static void dequant_avx2(const kiln_block_q6_k *b, float *y) {
     float D = kiln_fp16_to_fp32(b->d);
     const __m256i low4 = _mm256_set1_epi32(0xF), two = _mm256_set1_epi32(3),
                   off = _mm256_set1_epi32(32);
@@ -117,8 +100,7 @@ __attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_blo
         }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-dequant_avx512(const kiln_block_q6_k *b, float *y) {
+KILN_AVX512 static void dequant_avx512(const kiln_block_q6_k *b, float *y) {
     float D = kiln_fp16_to_fp32(b->d);
     const __m512i low4 = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3),
                   off = _mm512_set1_epi32(32);
@@ -142,33 +124,17 @@ dequant_avx512(const kiln_block_q6_k *b, float *y) {
 
 void kiln_dequantize_row_q6_k(const void *src, float *dst, int64_t n) {
     const kiln_block_q6_k *b = src;
-    int64_t nb = n / KILN_QK_K;
-#if defined(__x86_64__)
-    kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) {
-        for (int64_t i = 0; i < nb; i++) dequant_avx512(&b[i], dst + i * KILN_QK_K);
-        return;
-    }
-    if (lvl >= KILN_SIMD_AVX2) {
-        for (int64_t i = 0; i < nb; i++) dequant_avx2(&b[i], dst + i * KILN_QK_K);
-        return;
-    }
-#endif
-    for (int64_t i = 0; i < nb; i++) dequant_scalar(&b[i], dst + i * KILN_QK_K);
+    void (*dequant)(const kiln_block_q6_k *, float *) = KILN_SIMD_PICK(dequant);
+    for (int64_t i = 0; i < n / KILN_QK_K; i++) dequant(&b[i], dst + i * KILN_QK_K);
 }
 
 void kiln_quantize_row_q6_k_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q6_k *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK_K; i++) quantize_block(src + i * KILN_QK_K, NULL, &y[i]);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK_K, sizeof(kiln_block_q6_k), quantize_block,
+                         NULL);
 }
 
 size_t kiln_quantize_q6_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    int64_t nb = n_per_row / KILN_QK_K;
-    kiln_block_q6_k *y = dst;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < nb; i++)
-            quantize_block(src + (r * nb + i) * KILN_QK_K,
-                           imatrix ? imatrix + i * KILN_QK_K : NULL, &y[r * nb + i]);
-    return (size_t)(nrows * nb) * sizeof(kiln_block_q6_k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_q6_k), quantize_block, NULL);
 }

@@ -15,13 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#define KILN_X86 1
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#endif
-
 /* Scale and inverse scale of a block whose largest |x| is amax. When d is
  * so small that 1/d overflows, every x/d is +-inf or NaN, which ggml's
  * float -> int8 conversion (cvttss2si, 0x80000000) turns into level 0; the
@@ -56,7 +49,7 @@ static void q8_0_dequant_scalar(const kiln_block_q8_0 *x, float *y, int64_t nb) 
 /* roundf on 8 lanes: truncate, then step away from zero when the dropped
  * fraction (exact, as |v| < 2^23) is at least one half. Adding 0.5 before
  * truncating would be wrong for 0.49999997, whose sum rounds up to 1. */
-AVX2 static inline __m256i round_away8(__m256 v) {
+KILN_AVX2 static inline __m256i round_away8(__m256 v) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
@@ -65,7 +58,7 @@ AVX2 static inline __m256i round_away8(__m256 v) {
     return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
 }
 
-AVX2 static void q8_0_row_avx2(const float *x, kiln_block_q8_0 *y, int64_t nb) {
+KILN_AVX2 static void q8_0_row_avx2(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
@@ -93,7 +86,7 @@ AVX2 static void q8_0_row_avx2(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     }
 }
 
-AVX2 static void q8_0_dequant_avx2(const kiln_block_q8_0 *x, float *y, int64_t nb) {
+KILN_AVX2 static void q8_0_dequant_avx2(const kiln_block_q8_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d));
         for (int j = 0; j < KILN_QK; j += 8) {
@@ -103,7 +96,7 @@ AVX2 static void q8_0_dequant_avx2(const kiln_block_q8_0 *x, float *y, int64_t n
     }
 }
 
-AVX512 static inline __m512i round_away16(__m512 v) {
+KILN_AVX512 static inline __m512i round_away16(__m512 v) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m512 frac = _mm512_andnot_ps(sign, _mm512_sub_ps(v, t));
@@ -112,7 +105,7 @@ AVX512 static inline __m512i round_away16(__m512 v) {
     return _mm512_cvtps_epi32(_mm512_mask_add_ps(t, up, t, step));
 }
 
-AVX512 static void q8_0_row_avx512(const float *x, kiln_block_q8_0 *y, int64_t nb) {
+KILN_AVX512 static void q8_0_row_avx512(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
         __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         float id;
@@ -128,7 +121,7 @@ AVX512 static void q8_0_row_avx512(const float *x, kiln_block_q8_0 *y, int64_t n
     }
 }
 
-AVX512 static void q8_0_dequant_avx512(const kiln_block_q8_0 *x, float *y, int64_t nb) {
+KILN_AVX512 static void q8_0_dequant_avx512(const kiln_block_q8_0 *x, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += KILN_QK) {
         __m512 d = _mm512_set1_ps(_cvtsh_ss(x[i].d));
         for (int j = 0; j < KILN_QK; j += 16) {
@@ -140,35 +133,11 @@ AVX512 static void q8_0_dequant_avx512(const kiln_block_q8_0 *x, float *y, int64
 #endif
 
 void kiln_dequantize_row_q8_0(const void *src, float *dst, int64_t n) {
-    const kiln_block_q8_0 *x = src;
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) {
-        q8_0_dequant_avx512(x, dst, n / KILN_QK);
-        return;
-    }
-    if (l >= KILN_SIMD_AVX2) {
-        q8_0_dequant_avx2(x, dst, n / KILN_QK);
-        return;
-    }
-#endif
-    q8_0_dequant_scalar(x, dst, n / KILN_QK);
+    KILN_SIMD_PICK(q8_0_dequant)(src, dst, n / KILN_QK);
 }
 
 void kiln_quantize_row_q8_0_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q8_0 *y = dst;
-#ifdef KILN_X86
-    kiln_simd_level l = kiln_simd();
-    if (l >= KILN_SIMD_AVX512) {
-        q8_0_row_avx512(src, y, n / KILN_QK);
-        return;
-    }
-    if (l >= KILN_SIMD_AVX2) {
-        q8_0_row_avx2(src, y, n / KILN_QK);
-        return;
-    }
-#endif
-    q8_0_row_scalar(src, y, n / KILN_QK);
+    KILN_SIMD_PICK(q8_0_row)(src, dst, n / KILN_QK);
 }
 
 /* Rows are contiguous and blocks never straddle them, so the whole input

@@ -19,17 +19,12 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#endif
-
 static void dequant_scalar(const kiln_block_q8_k *b, float *y) {
     for (int j = 0; j < KILN_QK_K; ++j) y[j] = b->d * b->qs[j];
 }
 
-#ifdef __x86_64__
-__attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_block_q8_k *b,
-                                                                   float *y) {
+#ifdef KILN_X86
+KILN_AVX2 static void dequant_avx2(const kiln_block_q8_k *b, float *y) {
     __m256 d = _mm256_set1_ps(b->d);
     for (int j = 0; j < KILN_QK_K; j += 8) {
         __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + j)));
@@ -37,8 +32,7 @@ __attribute__((target("avx2,fma,f16c"))) static void dequant_avx2(const kiln_blo
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-dequant_avx512(const kiln_block_q8_k *b, float *y) {
+KILN_AVX512 static void dequant_avx512(const kiln_block_q8_k *b, float *y) {
     __m512 d = _mm512_set1_ps(b->d);
     for (int j = 0; j < KILN_QK_K; j += 16) {
         __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + j)));
@@ -49,27 +43,17 @@ dequant_avx512(const kiln_block_q8_k *b, float *y) {
 
 void kiln_dequantize_row_q8_k(const void *src, float *dst, int64_t n) {
     const kiln_block_q8_k *b = src;
-    void (*fn)(const kiln_block_q8_k *, float *) = dequant_scalar;
-#ifdef __x86_64__
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512) fn = dequant_avx512;
-    else if (lv >= KILN_SIMD_AVX2) fn = dequant_avx2;
-#endif
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) fn(&b[i], dst + i * KILN_QK_K);
+    void (*dequant)(const kiln_block_q8_k *, float *) = KILN_SIMD_PICK(dequant);
+    for (int64_t i = 0; i < n / KILN_QK_K; ++i) dequant(&b[i], dst + i * KILN_QK_K);
 }
 
-/* One block. iscale = -127/max with max the signed value of largest
- * magnitude (the first one on ties), only the upper end clamped: ggml's
- * choices, kept so the runtime's dot products see ggml's activations. */
-static void quantize_block(const float *x, kiln_block_q8_k *y) {
-    float max = 0, amax = 0;
-    for (int j = 0; j < KILN_QK_K; ++j) {
-        float ax = fabsf(x[j]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[j];
-        }
-    }
+/* One block (a kiln_block_quantizer; there is no imatrix to use). iscale =
+ * -127/max with max the signed value of largest magnitude, only the upper
+ * end clamped: ggml's choices, kept so the runtime's dot products see
+ * ggml's activations. */
+static void quantize_block(const float *x, const float *qw, void *dst, const void *ctx) {
+    kiln_block_q8_k *y = dst;
+    float amax, max = kiln_max_magnitude(x, KILN_QK_K, &amax);
     if (!amax) {
         /* ggml leaves bsums untouched here; zero is what they sum to. */
         memset(y, 0, sizeof *y);
@@ -89,13 +73,12 @@ static void quantize_block(const float *x, kiln_block_q8_k *y) {
 }
 
 void kiln_quantize_row_q8_k_ref(const float *src, void *dst, int64_t n) {
-    kiln_block_q8_k *y = dst;
-    for (int64_t i = 0; i < n / KILN_QK_K; ++i) quantize_block(src + i * KILN_QK_K, &y[i]);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK_K, sizeof(kiln_block_q8_k), quantize_block,
+                         NULL);
 }
 
 size_t kiln_quantize_q8_k(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                           const float *imatrix) {
-    (void)imatrix;
-    kiln_quantize_row_q8_k_ref(src, dst, nrows * n_per_row);
-    return (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_q8_k);
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, NULL, KILN_QK_K,
+                                sizeof(kiln_block_q8_k), quantize_block, NULL);
 }

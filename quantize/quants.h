@@ -1,12 +1,17 @@
-/* quantize/quants.h - prototypes of every codec's entry points.
+/* quantize/quants.h - prototypes of every codec's entry points, and the
+ * two pieces of plumbing every codec file would otherwise write again: the
+ * loop over rows and blocks, and the pick of a kernel's SIMD variant.
  *
  * One block of three prototypes per format, in ggml's naming scheme (see
- * codec.h). The block structs and their byte diagrams live in blocks.h. */
+ * codec.h). The block structs and their byte diagrams live in blocks.h; the
+ * scale searches the codecs share live in search.h. */
 #ifndef KILN_QUANTS_H
 #define KILN_QUANTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../core/cpu.h"
 
 #define KILN_QUANT_FNS(x)                                                           \
     void kiln_dequantize_row_##x(const void *src, float *dst, int64_t n);           \
@@ -33,5 +38,48 @@ KILN_QUANT_FNS(q6_k)
 KILN_QUANT_FNS(q8_k)
 KILN_QUANT_FNS(iq2_xxs)
 size_t kiln_quantize_iq2_xxs_ggml(const float *, void *, int64_t, int64_t, const float *); /* llama.cpp's bytes */
+
+/* kiln's own Q2_K imatrix search (q2_k.c): ggml's blocks, each replaced
+ * when a finer search lowers its imatrix-weighted error. Not in the codec
+ * table (its bytes are not llama.cpp's); without an imatrix it is
+ * kiln_quantize_q2_k. Returns the bytes written. */
+size_t kiln_quantize_q2_k_refined(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                  const float *imatrix);
+
+/* Quantizes one block: x its weights, qw its slice of the imatrix (NULL
+ * without one), y the block to write, ctx whatever the codec passed to
+ * kiln_quantize_blocks. */
+typedef void (*kiln_block_quantizer)(const float *x, const float *qw, void *y, const void *ctx);
+
+/* Quantizes nrows rows of n_per_row weights (a multiple of block_weights)
+ * block by block, in order, into consecutive blocks of block_bytes each;
+ * block i of a row gets imatrix + i * block_weights, or NULL when imatrix is
+ * NULL. Returns the bytes written. A row reference quantizer is the call
+ * with nrows = 1 and no imatrix. */
+size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                            const float *imatrix, int block_weights, size_t block_bytes,
+                            kiln_block_quantizer quantize_block, const void *ctx);
+
+/* The instruction sets the AVX2 and AVX-512 variants of a kernel are
+ * compiled for: what kiln_simd() checks before it reports each level. The
+ * AVX-512 set includes the AVX2 one so that AVX2 helpers inline into it. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_X86 1
+#define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#endif
+
+/* The variant of kernel `name` for the SIMD level kiln_simd() allows:
+ * name_avx512, name_avx2 or name_scalar (all with the same signature).
+ * Off x86 only name_scalar has to exist. */
+#ifdef KILN_X86
+#define KILN_SIMD_PICK(name)                                                                   \
+    (kiln_simd() >= KILN_SIMD_AVX512 ? name##_avx512                                          \
+     : kiln_simd() >= KILN_SIMD_AVX2 ? name##_avx2                                            \
+                                     : name##_scalar)
+#else
+#define KILN_SIMD_PICK(name) (name##_scalar)
+#endif
 
 #endif

@@ -19,18 +19,10 @@
 
 #include "search.h"
 
-#include "../core/cpu.h"
+#include "quants.h"
 
 #include <math.h>
 #include <string.h>
-
-#ifdef __x86_64__
-#include <immintrin.h>
-#define KILN_X86 1
-#endif
-
-/* ggml treats groups whose largest |x| is below this as all zero. */
-#define GROUP_MAX_EPS 1e-15f
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
@@ -38,7 +30,7 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 /* ---------------------------------------------------------------------
  * make_qx_quants: symmetric levels, scale chosen among nmax + 0.1*is. */
 
-/* The per-value weight when the caller gives none, by rmse_type. */
+/* The per-value weight: the caller's, or by rmse_type when it gives none. */
 static inline float qx_weight(const float *x, const float *qw, int i, int rmse_type) {
     if (qw) return qw[i];
     switch (rmse_type) {
@@ -53,14 +45,20 @@ static inline int qx_level(float iscale, float x, int nmax) {
     return imax(-nmax, imin(nmax - 1, kiln_nearest_int(iscale * x)));
 }
 
+/* L[i] = level + nmax, the form every caller stores. */
+static void qx_levels(int n, int nmax, const float *x, float iscale, int8_t *L) {
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(nmax + qx_level(iscale, x[i], nmax));
+}
+
 /* Weighted sums of one candidate inverse scale, in ggml's order. */
-static void qx_sums(int n, int nmax, const float *x, const float *w, float iscale, float *sumlx,
-                    float *suml2) {
+static void qx_sums(int n, int nmax, const float *x, const float *qw, int rmse_type, float iscale,
+                    float *sumlx, float *suml2) {
     float slx = 0, sl2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = qx_level(iscale, x[i], nmax);
-        slx += w[i] * x[i] * l;
-        sl2 += w[i] * l * l;
+        float w = qx_weight(x, qw, i, rmse_type);
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
     }
     *sumlx = slx;
     *suml2 = sl2;
@@ -69,80 +67,84 @@ static void qx_sums(int n, int nmax, const float *x, const float *w, float iscal
 /* Candidate k of the grid: k = 0 is the plain -nmax/max start, k = 1..18
  * are is = -9..-1, 1..9. */
 #define QX_NCAND 19
+#define QX_MAX_N 64 /* longest group whose weights are computed up front */
 static inline float qx_cand_iscale(int k, int nmax, float max) {
     if (k == 0) return -nmax / max;
     int is = k <= 9 ? k - 10 : k - 9;
     return -(nmax + 0.1f * is) / max;
 }
 
-static void qx_cands_scalar(int n, int nmax, const float *x, const float *w, float max,
-                            float *slx, float *sl2) {
+static void qx_cands_scalar(int n, int nmax, const float *x, const float *qw, int rmse_type,
+                            float max, float *slx, float *sl2) {
     for (int k = 0; k < QX_NCAND; ++k)
-        qx_sums(n, nmax, x, w, qx_cand_iscale(k, nmax, max), &slx[k], &sl2[k]);
+        qx_sums(n, nmax, x, qw, rmse_type, qx_cand_iscale(k, nmax, max), &slx[k], &sl2[k]);
 }
 
 #ifdef KILN_X86
 /* nearest_int on 8 / 16 lanes: the same magic-number trick, bit for bit. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256i nearest8(__m256 v) {
+KILN_AVX2 static inline __m256i nearest8(__m256 v) {
     __m256i i = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
     return _mm256_sub_epi32(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)),
                             _mm256_set1_epi32(0x00400000));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static inline __m512i
-nearest16(__m512 v) {
+KILN_AVX512 static inline __m512i nearest16(__m512 v) {
     __m512i i = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
     return _mm512_sub_epi32(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)),
                             _mm512_set1_epi32(0x00400000));
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void
-qx_cands_avx2(int n, int nmax, const float *x, const float *w, float max, float *slx, float *sl2) {
-    float is[24];
-    for (int k = 0; k < 24; ++k) is[k] = qx_cand_iscale(k < QX_NCAND ? k : 0, nmax, max);
-    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
-    for (int g = 0; g < 24; g += 8) {
-        __m256 isv = _mm256_loadu_ps(is + g), a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-        for (int i = 0; i < n; ++i) {
-            __m256 xv = _mm256_set1_ps(x[i]), wv = _mm256_set1_ps(w[i]);
-            __m256i li = _mm256_max_epi32(lo, _mm256_min_epi32(hi, nearest8(_mm256_mul_ps(isv, xv))));
-            __m256 l = _mm256_cvtepi32_ps(li);
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(wv, xv), l));
-            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(wv, l), l));
-        }
-        float ta[8], tb[8];
-        _mm256_storeu_ps(ta, a);
-        _mm256_storeu_ps(tb, b);
-        for (int k = 0; k < 8 && g + k < QX_NCAND; ++k) {
-            slx[g + k] = ta[k];
-            sl2[g + k] = tb[k];
-        }
-    }
+/* Adds value (xv, wv)'s terms of qx_sums to the sums a, b of 8 / 16
+ * candidates, one per lane (inverse scale isv), clamping to -nmax..nmax-1. */
+KILN_AVX2 static inline void
+qx_add8(__m256 isv, __m256 xv, __m256 wv, int nmax, __m256 *a, __m256 *b) {
+    __m256i li = _mm256_max_epi32(_mm256_set1_epi32(-nmax),
+                                  _mm256_min_epi32(_mm256_set1_epi32(nmax - 1),
+                                                   nearest8(_mm256_mul_ps(isv, xv))));
+    __m256 l = _mm256_cvtepi32_ps(li);
+    *a = _mm256_add_ps(*a, _mm256_mul_ps(_mm256_mul_ps(wv, xv), l));
+    *b = _mm256_add_ps(*b, _mm256_mul_ps(_mm256_mul_ps(wv, l), l));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-qx_cands_avx512(int n, int nmax, const float *x, const float *w, float max, float *slx, float *sl2) {
-    float is[32];
-    for (int k = 0; k < 32; ++k) is[k] = qx_cand_iscale(k < QX_NCAND ? k : 0, nmax, max);
-    const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
-    /* 19 candidates: one full vector and one of which 3 lanes matter, done
-     * as 8 lanes of AVX2 width to save work. */
+KILN_AVX512 static inline void
+qx_add16(__m512 isv, __m512 xv, __m512 wv, int nmax, __m512 *a, __m512 *b) {
+    __m512i li = _mm512_max_epi32(_mm512_set1_epi32(-nmax),
+                                  _mm512_min_epi32(_mm512_set1_epi32(nmax - 1),
+                                                   nearest16(_mm512_mul_ps(isv, xv))));
+    __m512 l = _mm512_cvtepi32_ps(li);
+    *a = _mm512_add_ps(*a, _mm512_mul_ps(_mm512_mul_ps(wv, xv), l));
+    *b = _mm512_add_ps(*b, _mm512_mul_ps(_mm512_mul_ps(wv, l), l));
+}
+
+/* Both fill is[] past QX_NCAND with the start's scale, to be dropped. */
+KILN_AVX2 static void
+qx_cands_avx2(int n, int nmax, const float *x, const float *w, float max, float *slx, float *sl2) {
+    float is[24], ta[24], tb[24];
+    for (int k = 0; k < 24; ++k) is[k] = qx_cand_iscale(k < QX_NCAND ? k : 0, nmax, max);
+    for (int g = 0; g < 24; g += 8) {
+        __m256 isv = _mm256_loadu_ps(is + g), a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int i = 0; i < n; ++i)
+            qx_add8(isv, _mm256_set1_ps(x[i]), _mm256_set1_ps(w[i]), nmax, &a, &b);
+        _mm256_storeu_ps(ta + g, a);
+        _mm256_storeu_ps(tb + g, b);
+    }
+    memcpy(slx, ta, QX_NCAND * sizeof(float));
+    memcpy(sl2, tb, QX_NCAND * sizeof(float));
+}
+
+/* 19 candidates: one full vector, and 3 more done at AVX2 width. */
+KILN_AVX512 static void
+qx_cands_avx512(int n, int nmax, const float *x, const float *w, float max, float *slx,
+                float *sl2) {
+    float is[24], ta[24], tb[24];
+    for (int k = 0; k < 24; ++k) is[k] = qx_cand_iscale(k < QX_NCAND ? k : 0, nmax, max);
     __m512 isv = _mm512_loadu_ps(is), a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
     __m256 isv2 = _mm256_loadu_ps(is + 16), a2 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps();
-    const __m256i lo2 = _mm256_set1_epi32(-nmax), hi2 = _mm256_set1_epi32(nmax - 1);
     for (int i = 0; i < n; ++i) {
         __m512 xv = _mm512_set1_ps(x[i]), wv = _mm512_set1_ps(w[i]);
-        __m512i li = _mm512_max_epi32(lo, _mm512_min_epi32(hi, nearest16(_mm512_mul_ps(isv, xv))));
-        __m512 l = _mm512_cvtepi32_ps(li);
-        a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(wv, xv), l));
-        b = _mm512_add_ps(b, _mm512_mul_ps(_mm512_mul_ps(wv, l), l));
-        __m256 xv2 = _mm512_castps512_ps256(xv), wv2 = _mm512_castps512_ps256(wv);
-        __m256i li2 = _mm256_max_epi32(lo2, _mm256_min_epi32(hi2, nearest8(_mm256_mul_ps(isv2, xv2))));
-        __m256 l2 = _mm256_cvtepi32_ps(li2);
-        a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_mul_ps(wv2, xv2), l2));
-        b2 = _mm256_add_ps(b2, _mm256_mul_ps(_mm256_mul_ps(wv2, l2), l2));
+        qx_add16(isv, xv, wv, nmax, &a, &b);
+        qx_add8(isv2, _mm512_castps512_ps256(xv), _mm512_castps512_ps256(wv), nmax, &a2, &b2);
     }
-    float ta[24], tb[24];
     _mm512_storeu_ps(ta, a);
     _mm512_storeu_ps(tb, b);
     _mm256_storeu_ps(ta + 16, a2);
@@ -152,72 +154,51 @@ qx_cands_avx512(int n, int nmax, const float *x, const float *w, float max, floa
 }
 #endif
 
+/* The sums of all QX_NCAND candidates. The weights are the same for every
+ * candidate, so they are computed once, and the SIMD paths take them from
+ * there; a group longer than any format's computes them as it goes. */
+static void qx_cands(int n, int nmax, const float *x, const float *qw, int rmse_type, float max,
+                     float *slx, float *sl2) {
+    if (n > QX_MAX_N) {
+        qx_cands_scalar(n, nmax, x, qw, rmse_type, max, slx, sl2);
+        return;
+    }
+    float w[QX_MAX_N];
+    for (int i = 0; i < n; ++i) w[i] = qx_weight(x, qw, i, rmse_type);
+#ifdef KILN_X86
+    kiln_simd_level lv = kiln_simd();
+    if (lv >= KILN_SIMD_AVX512) {
+        qx_cands_avx512(n, nmax, x, w, max, slx, sl2);
+        return;
+    }
+    if (lv >= KILN_SIMD_AVX2) {
+        qx_cands_avx2(n, nmax, x, w, max, slx, sl2);
+        return;
+    }
+#endif
+    qx_cands_scalar(n, nmax, x, w, rmse_type, max, slx, sl2);
+}
+
 float kiln_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type,
                           const float *qw) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
+    float amax, max = kiln_max_magnitude(x, n, &amax);
+    if (amax < KILN_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
     float iscale = -nmax / max;
     if (rmse_type == 0) {
-        for (int i = 0; i < n; ++i) L[i] = (int8_t)(nmax + qx_level(iscale, x[i], nmax));
+        qx_levels(n, nmax, x, iscale, L);
         return 1 / iscale;
     }
-    bool return_early = rmse_type < 0;
-    if (return_early) rmse_type = -rmse_type;
-
-    /* The weights are the same for every candidate: compute them once.
-     * Bigger groups than any format uses fall back to a slower path. */
-    float wbuf[64];
-    if (n > 64 || return_early) {
-        float sumlx = 0, suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = qx_level(iscale, x[i], nmax);
-            L[i] = (int8_t)(l + nmax);
-            float w = qx_weight(x, qw, i, rmse_type);
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        float scale = suml2 ? sumlx / suml2 : 0.0f;
-        if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
-        float best = scale * sumlx;
-        for (int k = 1; k < QX_NCAND; ++k) {
-            float is = qx_cand_iscale(k, nmax, max);
-            sumlx = suml2 = 0;
-            for (int i = 0; i < n; ++i) {
-                int l = qx_level(is, x[i], nmax);
-                float w = qx_weight(x, qw, i, rmse_type);
-                sumlx += w * x[i] * l;
-                suml2 += w * l * l;
-            }
-            if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-                for (int i = 0; i < n; ++i) L[i] = (int8_t)(nmax + qx_level(is, x[i], nmax));
-                scale = sumlx / suml2;
-                best = scale * sumlx;
-            }
-        }
-        return scale;
-    }
-    for (int i = 0; i < n; ++i) wbuf[i] = qx_weight(x, qw, i, rmse_type);
     float slx[QX_NCAND], sl2[QX_NCAND];
-#ifdef KILN_X86
-    kiln_simd_level lv = kiln_simd();
-    if (lv >= KILN_SIMD_AVX512)
-        qx_cands_avx512(n, nmax, x, wbuf, max, slx, sl2);
-    else if (lv >= KILN_SIMD_AVX2)
-        qx_cands_avx2(n, nmax, x, wbuf, max, slx, sl2);
-    else
-#endif
-        qx_cands_scalar(n, nmax, x, wbuf, max, slx, sl2);
-
+    if (rmse_type < 0) { /* ggml's "return early": the start's fit, no search */
+        qx_sums(n, nmax, x, qw, -rmse_type, iscale, &slx[0], &sl2[0]);
+        qx_levels(n, nmax, x, iscale, L);
+        float scale = sl2[0] ? slx[0] / sl2[0] : 0.0f;
+        return sl2[0] > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
+    }
+    qx_cands(n, nmax, x, qw, rmse_type, max, slx, sl2);
     float scale = sl2[0] ? slx[0] / sl2[0] : 0.0f;
     float best = scale * slx[0];
     int pick = 0;
@@ -228,8 +209,7 @@ float kiln_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_t
             pick = k;
         }
     }
-    float is = qx_cand_iscale(pick, nmax, max);
-    for (int i = 0; i < n; ++i) L[i] = (int8_t)(nmax + qx_level(is, x[i], nmax));
+    qx_levels(n, nmax, x, qx_cand_iscale(pick, nmax, max), L);
     return scale;
 }
 
@@ -238,21 +218,14 @@ float kiln_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_t
  * start. Each step depends on the last, so there is no SIMD variant. */
 
 float kiln_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
+    float amax, max = kiln_max_magnitude(x, n, &amax);
+    if (amax < KILN_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
     float iscale = -nmax / max;
     if (!do_rmse) {
-        for (int i = 0; i < n; ++i) L[i] = (int8_t)(qx_level(iscale, x[i], nmax) + nmax);
+        qx_levels(n, nmax, x, iscale, L);
         return 1 / iscale;
     }
     float sumlx = 0, suml2 = 0;
@@ -405,8 +378,7 @@ static void qkx_eval1(const qkx_ctx *q, int is, float min, qkx_cand *c) {
 #define A2_GT(a, b) _mm256_cmp_ps(a, b, _CMP_GT_OQ)
 #define A2_BLEND(a, b, m) _mm256_blendv_ps(a, b, m)
 #define A2_ABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
-__attribute__((target("avx2,fma,f16c"))) static void
-qkx_eval8(const qkx_ctx *q, int from, int last, float min, qkx_cand *c) {
+KILN_AVX2 static void qkx_eval8(const qkx_ctx *q, int from, int last, float min, qkx_cand *c) {
     QKX_SIMD_BODY(__m256, 8, _mm256, nearest8, A2_CLAMP, A2_GT, A2_BLEND, A2_ABS)
 }
 
@@ -414,8 +386,7 @@ qkx_eval8(const qkx_ctx *q, int from, int last, float min, qkx_cand *c) {
 #define A5_GT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
 #define A5_BLEND(a, b, m) _mm512_mask_blend_ps(m, a, b)
 #define A5_ABS(v) _mm512_abs_ps(v)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-qkx_eval16(const qkx_ctx *q, int from, int last, float min, qkx_cand *c) {
+KILN_AVX512 static void qkx_eval16(const qkx_ctx *q, int from, int last, float min, qkx_cand *c) {
     QKX_SIMD_BODY(__m512, 16, _mm512, nearest16, A5_CLAMP, A5_GT, A5_BLEND, A5_ABS)
 }
 #endif
@@ -539,7 +510,7 @@ float kiln_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const flo
     const float *qw = quant_weights;
     float max = 0;
     for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
-    if (max < GROUP_MAX_EPS) {
+    if (max < KILN_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
@@ -591,4 +562,59 @@ float kiln_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const flo
         if (!n_changed) break;
     }
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* ---------------------------------------------------------------------
+ * The steps around the searches. */
+
+float kiln_importance_weights(int n, const float *x, const float *qw, float sigma2, float *w) {
+    float sum = 0;
+    for (int i = 0; i < n; ++i) {
+        float s = sqrtf(sigma2 + x[i] * x[i]);
+        w[i] = qw ? qw[i] * s : s;
+        sum += w[i];
+    }
+    return sum;
+}
+
+static void fixed_levels_scalar(int n, const float *x, float d, float m, int lo, int hi,
+                                uint8_t *L) {
+    for (int i = 0; i < n; ++i)
+        L[i] = (uint8_t)(imax(lo, imin(hi, kiln_nearest_int((x[i] + m) / d))) - lo);
+}
+
+#ifdef KILN_X86
+/* The same division and magic-number rounding, 8 / 16 lanes at a time. */
+KILN_AVX2 static void
+fixed_levels_avx2(int n, const float *x, float d, float m, int lo, int hi, uint8_t *L) {
+    const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+    const __m256i lov = _mm256_set1_epi32(lo), hiv = _mm256_set1_epi32(hi);
+    for (int i = 0; i < n; i += 16) {
+        __m256i l[2];
+        for (int h = 0; h < 2; ++h) {
+            __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + i + 8 * h), mv), dv);
+            l[h] = _mm256_sub_epi32(_mm256_max_epi32(lov, _mm256_min_epi32(hiv, nearest8(v))), lov);
+        }
+        /* 0..hi-lo fits the packs; the permute undoes their lane interleave */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(l[0], l[1]), 0xD8);
+        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        _mm_storeu_si128((__m128i *)(L + i), b);
+    }
+}
+
+KILN_AVX512 static void
+fixed_levels_avx512(int n, const float *x, float d, float m, int lo, int hi, uint8_t *L) {
+    const __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+    const __m512i lov = _mm512_set1_epi32(lo), hiv = _mm512_set1_epi32(hi);
+    for (int i = 0; i < n; i += 16) {
+        __m512 v = _mm512_div_ps(_mm512_add_ps(_mm512_loadu_ps(x + i), mv), dv);
+        __m512i l = _mm512_max_epi32(lov, _mm512_min_epi32(hiv, nearest16(v)));
+        l = _mm512_sub_epi32(l, lov);
+        _mm_storeu_si128((__m128i *)(L + i), _mm512_cvtepi32_epi8(l));
+    }
+}
+#endif
+
+void kiln_levels_for_scale(int n, const float *x, float d, float m, int lo, int hi, uint8_t *L) {
+    KILN_SIMD_PICK(fixed_levels)(n, x, d, m, lo, hi, L);
 }

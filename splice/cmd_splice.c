@@ -126,7 +126,7 @@ int kiln_cmd_splice(int argc, char **argv) {
         if (rc == KILN_EXIT_OK) {
             if (as_json) kiln_splice_print_plan_json(stdout, &plan);
             else if (dry) kiln_splice_print_plan(stdout, &plan);
-            else fprintf(stderr, "kiln: wrote %s: %llu of %llu tensors from %s\n", o.output,
+            else if (!kiln_progress_quiet) fprintf(stderr, "kiln: wrote %s: %llu of %llu tensors from %s\n", o.output,
                          (unsigned long long)plan.n_changed, (unsigned long long)plan.n_items,
                          o.donor ? o.donor : "the base, cut to the kept experts");
         }

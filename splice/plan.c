@@ -154,6 +154,7 @@ typedef struct selector {
     regex_t *re;
     int n_re;
     bool *layers; /* NULL: any layer */
+    uint64_t n_layers;
     bool experts;
 } selector;
 
@@ -165,7 +166,7 @@ static bool selected(const selector *s, const char *name) {
     }
     if (s->layers) {
         int64_t l = kiln_splice_layer_of(name);
-        if (l < 0 || !s->layers[l]) return false;
+        if (l < 0 || (uint64_t)l >= s->n_layers || !s->layers[l]) return false;
     }
     return !s->experts || kiln_splice_is_expert_tensor(name);
 }
@@ -190,7 +191,11 @@ static int plan_requant(kiln_splice_plan *p, kiln_splice_item *it, kiln_err *err
         if (!w) return kiln_fail(err, imx_path, it->name, -1, "out of memory");
         int rc = kiln_imatrix_weights(it->imx, cols, (int64_t)p->n_expert, w, &zero, err);
         free(w);
-        if (rc < 0) return kiln_fail(err, imx_path, NULL, -1, "%s", err->msg);
+        if (rc < 0) {
+            char msg[sizeof err->msg];
+            memcpy(msg, err->msg, sizeof msg);
+            return kiln_fail(err, imx_path, NULL, -1, "%s", msg);
+        }
         /* An entry holds one count per matrix it kept: per expert, or one
          * for all of them (legacy .dat). */
         for (uint64_t e = 0; zero && e < p->n_expert; e++)
@@ -265,6 +270,7 @@ static int compile_selector(const kiln_splice_plan *p, selector *s, uint64_t n_l
     if (o->layers) {
         if (!n_layer) return kiln_fail(err, p->base->path, "--layers", -1, "the base has no %s.block_count", p->arch);
         s->layers = calloc(n_layer, sizeof *s->layers);
+        s->n_layers = n_layer;
         if (!s->layers) return kiln_fail(err, NULL, "--layers", -1, "out of memory");
         if (kiln_splice_parse_set(o->layers, n_layer, "--layers", s->layers, err) < 0) return -1;
     }

@@ -79,7 +79,7 @@ static void jw_item(kiln_jsonw *j, const kiln_splice_item *it) {
     kiln_jw_key(j, "bytes_after");
     kiln_jw_uint(j, it->bytes_after);
     kiln_jw_key(j, "imatrix");
-    kiln_jw_bool(j, it->has_imatrix);
+    kiln_jw_bool(j, it->imx != NULL);
     kiln_jw_end_obj(j);
 }
 

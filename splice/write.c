@@ -34,26 +34,40 @@ typedef struct stream {
     kiln_progress prog;
     float *f32;     /* requantize: dequantized donor rows */
     uint8_t *q;     /* requantize: the rows in the base type */
-    float *weights; /* requantize: one expert's imatrix column weights */
-    uint64_t cap_rows, cap_cols;
+    float *weights; /* requantize: the tensor's imatrix weights, expert after expert */
+    uint64_t cap_f32, cap_q; /* their sizes, in floats and bytes */
 } stream;
 
-/* Lets the kernel drop the mapped pages of [p, p+n) from this process.
- * Only whole pages inside the range are dropped, so a neighbour's bytes
- * never need faulting back in. Advice that fails costs memory, not
- * correctness, so the result is deliberately ignored. */
-static void release(const uint8_t *p, uint64_t n) {
+/* The kernel maps up to this much around each faulting page of a file
+ * mapping (fault_around_bytes, 64 KiB by default), so pages just before a
+ * chunk come back when the chunk is read. */
+#define FAULT_AROUND (64u << 10)
+
+/* Lets the kernel drop the pages of [p, p+n) of tensor t's mapping from
+ * this process, widened by the fault-around span and clipped to the
+ * shard's mapping (advice must never reach memory kiln does not own).
+ * The page cache keeps the data: dropping only bounds resident memory,
+ * and a page needed again is simply faulted back in. Advice that fails
+ * costs memory, not correctness, so its result is deliberately ignored. */
+static void release(const kiln_gguf *g, const kiln_tensor *t, const uint8_t *p, uint64_t n) {
     static uintptr_t page;
     if (!page) page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
-    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+    const kiln_gguf_shard *sh = &g->shards[t->shard];
+    uintptr_t lo = (uintptr_t)sh->map, hi = (uintptr_t)sh->map + sh->size;
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)p + n;
+    a = a - lo > FAULT_AROUND ? a - FAULT_AROUND : lo;
+    b = hi - b > FAULT_AROUND ? b + FAULT_AROUND : hi;
+    a &= ~(page - 1);
+    b = (b + page - 1) & ~(page - 1);
+    (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-static int copy(stream *s, const uint8_t *src, uint64_t n, kiln_err *err) {
+/* Writes n bytes of tensor t (of file g) starting at src. */
+static int copy(stream *s, const kiln_gguf *g, const kiln_tensor *t, const uint8_t *src, uint64_t n, kiln_err *err) {
     while (n > 0) {
         uint64_t k = n < COPY_CHUNK ? n : COPY_CHUNK;
         if (kiln_writer_write(s->w, src, k, err) < 0) return -1;
-        release(src, k);
+        release(g, t, src, k);
         kiln_progress_add(&s->prog, k);
         src += k;
         n -= k;
@@ -73,56 +87,66 @@ static int requant_slab(stream *s, const kiln_splice_item *it, uint64_t e, kiln_
     if (chunk < 1) chunk = 1;
     if (chunk > rows) chunk = rows;
     uint64_t drow = kiln_type_row_bytes(dt, (uint64_t)cols), brow = kiln_type_row_bytes(bt, (uint64_t)cols);
-    if ((uint64_t)chunk > s->cap_rows || (uint64_t)cols > s->cap_cols) {
+    uint64_t need_f32 = (uint64_t)(chunk * cols), need_q = (uint64_t)chunk * brow;
+    /* Tensors differ in width and in base type, so both buffers are sized
+     * by what this one needs. */
+    if (need_f32 > s->cap_f32 || need_q > s->cap_q) {
         free(s->f32);
         free(s->q);
-        free(s->weights);
-        s->f32 = malloc((size_t)(chunk * cols) * sizeof(float));
-        s->q = malloc((size_t)((uint64_t)chunk * brow));
-        s->weights = malloc((size_t)cols * sizeof(float));
-        s->cap_rows = (uint64_t)chunk;
-        s->cap_cols = (uint64_t)cols;
-        if (!s->f32 || !s->q || !s->weights) {
-            s->cap_rows = s->cap_cols = 0;
+        s->f32 = malloc((size_t)need_f32 * sizeof(float));
+        s->q = malloc((size_t)need_q);
+        s->cap_f32 = need_f32;
+        s->cap_q = need_q;
+        if (!s->f32 || !s->q) {
+            s->cap_f32 = s->cap_q = 0;
             return kiln_fail(err, p->opts.base, it->name, -1, "out of memory");
         }
     }
-    /* Rows only ever need their own expert's weights; a zero count was
-     * already reported as a warning when planning. */
-    if (it->has_imatrix) (void)kiln_splice_imatrix_weights(&it->imx, (int64_t)e, s->weights);
+    const float *w = it->imx ? s->weights + e * (uint64_t)cols : NULL;
     const uint8_t *src = it->donor->data + e * slab_bytes(p, it->donor);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
         const uint8_t *rows_src = src + (uint64_t)r0 * drow;
         kiln_err cerr = {{0}};
         if (kiln_dequantize(dt, rows_src, s->f32, nr * cols, &cerr) < 0 ||
-            kiln_quantize_rows(bt, s->f32, s->q, nr, cols, it->has_imatrix ? s->weights : NULL, &cerr) == 0)
+            kiln_quantize_rows(bt, s->f32, s->q, nr, cols, w, &cerr) == 0)
             return kiln_fail(err, p->opts.donor, it->name, -1, "expert %llu: %s", (unsigned long long)e, cerr.msg);
-        release(rows_src, (uint64_t)nr * drow);
+        release(p->donor, it->donor, rows_src, (uint64_t)nr * drow);
         if (kiln_writer_write(s->w, s->q, (uint64_t)nr * brow, err) < 0) return -1;
         kiln_progress_add(&s->prog, (uint64_t)nr * brow);
     }
     return 0;
 }
 
+/* The imatrix weights of every expert of `it` (llama-quantize's
+ * in_sum2 / count; zero counts were reported when planning). */
+static int load_weights(stream *s, const kiln_splice_item *it, kiln_err *err) {
+    int64_t cols = it->base->ne[0], n = cols * (int64_t)s->p->n_expert, zero;
+    free(s->weights);
+    if (!(s->weights = malloc((size_t)n * sizeof(float))))
+        return kiln_fail(err, s->p->opts.imatrix, it->name, -1, "out of memory");
+    return kiln_imatrix_weights(it->imx, cols, (int64_t)s->p->n_expert, s->weights, &zero, err);
+}
+
 static int write_item(stream *s, const kiln_splice_item *it, kiln_err *err) {
     const kiln_splice_plan *p = s->p;
     switch (it->action) {
-    case KILN_SPLICE_FROM_BASE: return copy(s, it->base->data, it->base->nbytes, err);
-    case KILN_SPLICE_TENSOR: return copy(s, it->donor->data, it->donor->nbytes, err);
+    case KILN_SPLICE_FROM_BASE: return copy(s, p->base, it->base, it->base->data, it->base->nbytes, err);
+    case KILN_SPLICE_TENSOR: return copy(s, p->donor, it->donor, it->donor->data, it->donor->nbytes, err);
     case KILN_SPLICE_KEEP:
     case KILN_SPLICE_SLABS:
     case KILN_SPLICE_REQUANT: break;
     }
+    if (it->action == KILN_SPLICE_REQUANT && it->imx && load_weights(s, it, err) < 0) return -1;
     uint64_t slab = slab_bytes(p, it->base);
     for (uint64_t e = 0; e < p->n_expert; e++) {
         int rc = 0;
         if (it->action == KILN_SPLICE_KEEP) {
-            if (p->expert_sel[e]) rc = copy(s, it->base->data + e * slab, slab, err);
+            if (p->expert_sel[e]) rc = copy(s, p->base, it->base, it->base->data + e * slab, slab, err);
         } else if (!p->expert_sel[e]) {
-            rc = copy(s, it->base->data + e * slab, slab, err);
+            rc = copy(s, p->base, it->base, it->base->data + e * slab, slab, err);
         } else if (it->action == KILN_SPLICE_SLABS) {
-            rc = copy(s, it->donor->data + e * slab, slab, err);
+            rc = copy(s, p->donor, it->donor, it->donor->data + e * slab, slab, err);
         } else {
             rc = requant_slab(s, it, e, err);
         }
@@ -145,7 +169,7 @@ static void fingerprint_donor(kiln_splice_plan *p) {
             for (uint64_t o = 0; o < it->donor->nbytes; o += COPY_CHUNK) {
                 uint64_t k = it->donor->nbytes - o < COPY_CHUNK ? it->donor->nbytes - o : COPY_CHUNK;
                 kiln_xxh64_update(&h, it->donor->data + o, k);
-                release(it->donor->data + o, k);
+                release(p->donor, it->donor, it->donor->data + o, k);
             }
             continue;
         }
@@ -153,7 +177,7 @@ static void fingerprint_donor(kiln_splice_plan *p) {
         for (uint64_t e = 0; e < p->n_expert; e++)
             if (p->expert_sel[e]) {
                 kiln_xxh64_update(&h, it->donor->data + e * slab, slab);
-                release(it->donor->data + e * slab, slab);
+                release(p->donor, it->donor, it->donor->data + e * slab, slab);
             }
     }
     const char *name = strrchr(p->opts.donor, '/');
@@ -193,6 +217,9 @@ static int declare(kiln_splice_plan *p, kiln_gguf_writer *w, kiln_err *err) {
         snprintf(key, sizeof key, "%s.expert_used_count", p->arch);
         if (p->expert_used_after != p->expert_used && set_count(w, p->base, key, p->expert_used_after, err) < 0)
             return -1;
+        /* The provenance keys describe the last splice; a donor named by
+         * an earlier one would be wrongly read as this cut's. */
+        kiln_writer_remove(w, "kiln.splice.donor");
     }
     if (p->donor && kiln_writer_set_str(w, "kiln.splice.donor", p->donor_id, err) < 0) return -1;
     if (kiln_writer_set_u32(w, "kiln.splice.tensors", (uint32_t)p->n_changed, err) < 0 ||
@@ -208,8 +235,10 @@ static int declare(kiln_splice_plan *p, kiln_gguf_writer *w, kiln_err *err) {
 int kiln_splice_write(kiln_splice_plan *p, kiln_err *err) {
     const kiln_splice_opts *o = &p->opts;
     if (!o->output) return kiln_fail(err, NULL, "-o", -1, "no output path");
-    /* Refuse an existing output before reading a single tensor byte. */
-    if (kiln_check_output(o->output, p->inputs, p->n_inputs, o->force, err) < 0) return -1;
+    /* Refuse an existing output before reading a single tensor byte. Split
+     * output has other names; the writer checks each shard's. */
+    bool split = o->split_max_size || o->split_max_tensors;
+    if (!split && kiln_check_output(o->output, p->inputs, p->n_inputs, o->force, err) < 0) return -1;
     kiln_write_opts wo = {
         .alignment = p->base->alignment,
         .split_max_size = o->split_max_size,

@@ -22,11 +22,6 @@
 #include "../quantize/quants.h"
 #include "../quantize/search.h"
 
-/* kiln's own Q2_K imatrix search (quantize/q2_k.c); not in the codec
- * table, so quants.h does not declare it (yet). */
-size_t kiln_quantize_q2_k_refined(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
-                                  const float *imatrix);
-
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void) {
     rng ^= rng << 13;
@@ -192,6 +187,12 @@ static size_t run_searches(const float *x, const float *w, int n, uint8_t *out) 
     for (int i = 0; i < n; i++) ax[i] = fabsf(x[i]);
     r = kiln_make_qp_quants(n, 15, ax, L, w);
     memcpy(out + o, &r, 4), o += 4, memcpy(out + o, L, n), o += n;
+    /* requantization against fixed scales: Q2_K's range with a minimum,
+     * Q6_K's symmetric one with a negative scale (outliers clamp) */
+    kiln_levels_for_scale(n, x, 0.013f, 0.021f, 0, 3, L);
+    memcpy(out + o, L, n), o += n;
+    kiln_levels_for_scale(n, x, -0.0007f, 0.f, -32, 31, L);
+    memcpy(out + o, L, n), o += n;
     return o;
 }
 

@@ -1,0 +1,177 @@
+/* bench/bench_quantize.c - `make bench` figures for kiln quantize:
+ *
+ *  1. quantization throughput (MB/s of f32 input) of every type kiln
+ *     writes, at 1 and 2 threads, through kiln_quantize_tensor() (the
+ *     tool's path: NaN/Inf checks in and out included), on an 11008 x 4096
+ *     tensor of 0.02 * Student-t(3) values, as llama.cpp's quant_bench in
+ *     ../shared/golden/README.md "Performance (b)"; IQ2_XXS with the
+ *     per-column mean of x^2 as imatrix. Slow types run on a prefix of the
+ *     rows sized to about a second (every row costs the same), best of 3.
+ *  2. whole-model wall time of `kiln quantize` on mixtral-f32 for the four
+ *     presets of README "Performance (a)", best of 3, 2 threads.
+ * Each figure is printed with its ratio to llama.cpp's. Targets: >= 1.5x
+ * for Q8_0, Q4_K and Q2_K, >= 1x for IQ2_XXS. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/progress.h"
+#include "../core/types.h"
+#include "../imatrix/imatrix_file.h"
+#include "../quantize/quantize_model.h"
+
+#define ROWS 11008
+#define COLS 4096
+
+/* llama.cpp's figures, README "Performance (b)": MB/s at 1 and 2 threads. */
+static const struct {
+    uint32_t type;
+    double mbs1, mbs2, target;
+} LLAMA[] = {
+    {KILN_Q8_0, 695.1, 973.7, 1.5}, {KILN_Q4_0, 1370.4, 2256.3, 0}, {KILN_Q5_0, 677.1, 1348.7, 0},
+    {KILN_IQ4_NL, 10.5, 19.3, 0},   {KILN_Q2_K, 40.0, 78.3, 1.5},   {KILN_Q3_K, 233.3, 474.8, 0},
+    {KILN_Q4_K, 32.5, 53.2, 1.5},   {KILN_Q5_K, 38.4, 56.4, 0},     {KILN_Q6_K, 83.4, 129.2, 0},
+    {KILN_IQ2_XXS, 7.0, 15.2, 1.0},
+};
+
+/* README "Performance (a)": llama-quantize on mixtral-f32, 2 threads, best of 3. */
+static const struct {
+    const char *preset;
+    bool imatrix;
+    double seconds;
+} MODEL[] = {{"Q8_0", false, 0.044}, {"Q4_K_M", false, 0.459}, {"Q2_K", true, 0.613}, {"IQ2_XXS", true, 2.690}};
+
+static uint64_t next(uint64_t *s) {
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dull;
+}
+
+static double normal(uint64_t *s) {
+    double u1 = ((double)(next(s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(next(s) >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* 0.02 * Student-t with 3 degrees of freedom: heavy tails, like real weights. */
+static void fill(float *x) {
+    #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < ROWS; r++) {
+        uint64_t s = 0x9e3779b97f4a7c15ull ^ (uint64_t)(r + 1) * 0xbf58476d1ce4e5b9ull;
+        for (int64_t c = 0; c < COLS; c++) {
+            double z = normal(&s), a = normal(&s), b = normal(&s), d = normal(&s);
+            x[r * COLS + c] = (float)(0.02 * z / sqrt((a * a + b * b + d * d) / 3));
+        }
+    }
+}
+
+static double time_rows(uint32_t type, const float *x, void *q, int64_t rows, const kiln_imatrix_entry *im) {
+    int64_t ne[4] = {COLS, rows, 1, 1};
+    kiln_err err;
+    double t0 = kiln_now();
+    if (kiln_quantize_tensor(type, x, q, ne, im, NULL, &err) < 0) {
+        fprintf(stderr, "bench_quantize: %s: %s\n", kiln_type_name(type), err.msg);
+        exit(1);
+    }
+    return kiln_now() - t0;
+}
+
+static double throughput(uint32_t type, int threads, const float *x, void *q, const kiln_imatrix_entry *im,
+                         int64_t *rows_used) {
+    omp_set_num_threads(threads);
+    /* a probe sizes the run to about a second of work */
+    double probe = time_rows(type, x, q, 128, im);
+    int64_t rows = probe > 0 ? (int64_t)(128 * 1.0 / probe) : ROWS;
+    rows = rows < 256 ? 256 : rows > ROWS ? ROWS : rows / 16 * 16;
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t = time_rows(type, x, q, rows, im);
+        if (t < best) best = t;
+    }
+    *rows_used = rows;
+    return (double)rows * COLS * 4 / 1e6 / best;
+}
+
+static void bench_types(void) {
+    float *x = malloc((size_t)ROWS * COLS * sizeof(float));
+    void *q = malloc((size_t)ROWS * COLS * 2);
+    kiln_imatrix *im = kiln_imatrix_new();
+    kiln_err err;
+    if (!x || !q || !im) {
+        fprintf(stderr, "bench_quantize: out of memory\n");
+        exit(1);
+    }
+    double t0 = kiln_now();
+    fill(x);
+    printf("synthetic 11008 x 4096 f32 (180.4 MB), 0.02 * Student-t(3), made in %.1f s\n", kiln_now() - t0);
+    kiln_imatrix_entry *e = kiln_imatrix_add(im, "w", COLS, 1, false, &err);
+    for (int64_t r = 0; r < ROWS; r++)
+        for (int64_t c = 0; c < COLS; c++) e->in_sum2[c] += x[r * COLS + c] * x[r * COLS + c];
+    e->counts[0] = ROWS; /* weights = per-column mean of x^2 */
+    printf("\n%-8s %7s %10s %8s %7s %10s %8s %7s  %s\n", "type", "rows", "1 thr MB/s", "llama", "ratio",
+           "2 thr MB/s", "llama", "ratio", "target");
+    for (size_t i = 0; i < sizeof LLAMA / sizeof *LLAMA; i++) {
+        const kiln_imatrix_entry *w = LLAMA[i].type == KILN_IQ2_XXS ? e : NULL;
+        int64_t r1, r2;
+        double m1 = throughput(LLAMA[i].type, 1, x, q, w, &r1);
+        double m2 = throughput(LLAMA[i].type, 2, x, q, w, &r2);
+        double k1 = m1 / LLAMA[i].mbs1, k2 = m2 / LLAMA[i].mbs2;
+        char target[48] = "";
+        if (LLAMA[i].target > 0)
+            snprintf(target, sizeof target, ">= %.1fx: %s", LLAMA[i].target,
+                     k1 >= LLAMA[i].target && k2 >= LLAMA[i].target ? "met" : "MISSED");
+        printf("%-8s %7lld %10.1f %8.1f %6.2fx %10.1f %8.1f %6.2fx  %s\n", kiln_type_name(LLAMA[i].type),
+               (long long)(r1 < r2 ? r1 : r2), m1, LLAMA[i].mbs1, k1, m2, LLAMA[i].mbs2, k2, target);
+        fflush(stdout);
+    }
+    kiln_imatrix_free(im);
+    free(x);
+    free(q);
+}
+
+static void bench_models(void) {
+    const char *kiln = getenv("KILN") ? getenv("KILN") : "build/kiln";
+    const char *shared = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared";
+    char in[1024], cmd[4096];
+    snprintf(in, sizeof in, "%s/golden/gguf/mixtral-f32.gguf", shared);
+    FILE *f = fopen(in, "rb");
+    if (!f) {
+        printf("\nwhole model: %s missing, skipped\n", in);
+        return;
+    }
+    fclose(f);
+    printf("\nwhole model, kiln quantize -t 2 on mixtral-f32 (17.9 MB), best of 3 (process wall time):\n");
+    printf("%-8s %9s %9s %7s\n", "preset", "kiln s", "llama s", "ratio");
+    for (size_t i = 0; i < sizeof MODEL / sizeof *MODEL; i++) {
+        char im[1100] = "";
+        if (MODEL[i].imatrix) snprintf(im, sizeof im, "--imatrix %s/golden/imatrix/mixtral.imatrix.gguf", shared);
+        snprintf(cmd, sizeof cmd, "%s quantize -q -f -t 2 %s %s /tmp/kiln-bench-quant.gguf %s", kiln, im, in,
+                 MODEL[i].preset);
+        double best = 1e30;
+        for (int r = 0; r < 3; r++) {
+            double t0 = kiln_now();
+            if (system(cmd) != 0) {
+                printf("%-8s failed: %s\n", MODEL[i].preset, cmd);
+                best = -1;
+                break;
+            }
+            double t = kiln_now() - t0;
+            if (t < best) best = t;
+        }
+        if (best > 0)
+            printf("%-8s %9.3f %9.3f %6.2fx\n", MODEL[i].preset, best, MODEL[i].seconds, MODEL[i].seconds / best);
+        fflush(stdout);
+    }
+    remove("/tmp/kiln-bench-quant.gguf");
+}
+
+int main(void) {
+    kiln_progress_quiet = true;
+    double t0 = kiln_now();
+    bench_types();
+    bench_models();
+    printf("\nbench_quantize: %.0f s in all\n", kiln_now() - t0);
+    return 0;
+}

@@ -1,0 +1,73 @@
+#!/bin/sh
+# bench/bench_splice.sh - `make bench`: kiln splice throughput against cp
+# of a file of the output's size, and splice's peak RSS.
+#
+# The model is llama.cpp's Mixtral fixture grown by bench_splice (a
+# generator linking libkiln.a): LAYERS blocks of EXPERTS experts with
+# expert matrices ROWS times taller, as IQ2_XXS (base) and Q4_K_M (donor);
+# the splice is the per-layer boosted quant (experts of the first and last
+# layer from the donor). Inputs are read once first, so every run reads
+# from the page cache: the figures compare the copy work, not the disk.
+#
+# Both sides are timed with their durability cost: kiln's core writer
+# fsyncs its output before renaming it into place, so cp is reported
+# plain and as cp + sync FILE. The ratio the target (>= 0.8) applies to is
+# against plain cp; each figure is the best of REPS runs, taken in turns.
+#
+#   KILN_BENCH_SPLICE="LAYERS EXPERTS ROWS REPS" (default "16 64 10 5":
+#   a 520 MB base, a 1.2 GB donor, a 610 MB output)
+BUILD=${KILN_BUILD:-build}
+KILN=${KILN:-$BUILD/kiln}
+GEN=$BUILD/bench/bench_splice
+shared=${KILN_SHARED:-../shared}
+set -- ${KILN_BENCH_SPLICE:-16 64 10 5}
+LAYERS=$1 EXPERTS=$2 ROWS=$3 REPS=$4
+fix="$shared/golden/gguf"
+if [ ! -f "$fix/mixtral-IQ2_XXS.gguf" ] || [ ! -x "$GEN" ] || [ ! -x "$KILN" ]; then
+    echo "splice: skipped (needs $fix/mixtral-*.gguf, $GEN and $KILN)"
+    exit 0
+fi
+D=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-splice-XXXXXX") || exit 1
+trap 'rm -rf "$D"' EXIT INT TERM
+
+"$GEN" gen "$fix/mixtral-IQ2_XXS.gguf" "$D/base.gguf" "$LAYERS" "$EXPERTS" "$ROWS" &&
+"$GEN" gen "$fix/mixtral-Q4_K_M.gguf" "$D/donor.gguf" "$LAYERS" "$EXPERTS" "$ROWS" || exit 1
+cat "$D/base.gguf" "$D/donor.gguf" > /dev/null
+last=$((LAYERS - 1))
+
+# timed CMD...: prints "SECONDS MAXRSS_KIB" of one run (exits on failure)
+timed() {
+    python3 -c '
+import resource, subprocess, sys, time
+t = time.monotonic()
+rc = subprocess.run(sys.argv[1:]).returncode
+dt = time.monotonic() - t
+print("%.6f %d" % (dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(rc)' "$@"
+}
+
+best_s=1e9 best_c=1e9 best_cs=1e9 rss=0
+i=0
+while [ $i -lt "$REPS" ]; do
+    i=$((i + 1))
+    rm -f "$D/out.gguf" "$D/cp.gguf" "$D/cps.gguf"
+    sync
+    r=$(timed "$KILN" splice "$D/base.gguf" "$D/donor.gguf" --layers "0,$last" --experts -o "$D/out.gguf" -q) || exit 1
+    set -- $r
+    s=$1; [ "$2" -gt "$rss" ] && rss=$2
+    sync
+    r=$(timed cp "$D/out.gguf" "$D/cp.gguf") || exit 1
+    c=${r% *}
+    sync
+    r=$(timed sh -c 'cp "$1" "$2" && sync "$2"' sh "$D/out.gguf" "$D/cps.gguf") || exit 1
+    cs=${r% *}
+    best_s=$(awk -v a="$best_s" -v b="$s" 'BEGIN { print (b < a) ? b : a }')
+    best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
+    best_cs=$(awk -v a="$best_cs" -v b="$cs" 'BEGIN { print (b < a) ? b : a }')
+done
+size=$(wc -c < "$D/out.gguf")
+awk -v n="$size" -v s="$best_s" -v c="$best_c" -v cs="$best_cs" -v rss="$rss" -v base="$(wc -c < "$D/base.gguf")" -v donor="$(wc -c < "$D/donor.gguf")" 'BEGIN {
+    mb = n / 1e6
+    printf "splice: %.0f MB/s, cp: %.0f MB/s, ratio %.2f, peak RSS %.1f MiB\n", mb / s, mb / c, c / s, rss / 1024
+    printf "  (cp + sync: %.0f MB/s, ratio %.2f; output %.0f MB, base %.0f MB, donor %.0f MB; best of runs)\n", mb / cs, cs / s, mb, base / 1e6, donor / 1e6
+}'

@@ -1,0 +1,365 @@
+/* quantize/cmd_quantize.c - `kiln quantize IN OUT PRESET|TYPE`: parses
+ * options, loads the imatrix, calls kiln_quantize_model() and prints the
+ * plan (--dry-run) or the summary, as text or JSON (kiln.quantize/1). */
+#include "../cli/cli.h"
+#include "../core/jsonw.h"
+#include "../core/progress.h"
+#include "../core/types.h"
+#include "../inspect/format.h"
+#include "codec.h"
+#include "quantize_model.h"
+
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: kiln quantize IN OUT PRESET|TYPE [options]\n"
+    "       kiln quantize --dry-run IN [OUT] PRESET|TYPE [options]\n"
+    "\n"
+    "Quantizes a model. IN is a GGUF (any shard of a split model reads all of\n"
+    "it) or a Hugging Face model (directory, HF cache folder or archive), which\n"
+    "is converted and quantized in one pass, as kiln convert + kiln quantize.\n"
+    "PRESET is one of llama.cpp's mixes, with the per-tensor types\n"
+    "llama-quantize chooses: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS.\n"
+    "A plain TYPE (f32 f16 bf16 q8_0 q5_0 q4_0 iq4_nl q6_k q5_k q4_k q3_k q2_k\n"
+    "iq2_xxs) gives every quantizable weight that type; norms and 1-D tensors\n"
+    "keep theirs (Q8_0, Q6_K and Q2_K name presets: add --pure for one type).\n"
+    "Tensors are written by layer, then name, as llama-quantize writes them.\n"
+    "\n"
+    "  --imatrix FILE              importance matrix, llama.cpp GGUF or legacy .dat\n"
+    "                              (IQ2_XXS needs one)\n"
+    "  --tensor-type REGEX=TYPE    tensors whose name matches REGEX get TYPE\n"
+    "                              (repeatable; the first matching one wins)\n"
+    "  --output-tensor-type TYPE   type of output.weight\n"
+    "  --token-embedding-type TYPE type of token_embd.weight\n"
+    "  --pure                      no mix: every quantizable weight gets the base type\n"
+    "  --allow-requantize          accept inputs that are already quantized\n"
+    "  --no-fallback               fail when a row length does not fit a type's\n"
+    "                              blocks instead of falling back to another type\n"
+    "  --keep-split                one output shard per input shard\n"
+    "  --split-max-size SIZE       split the output into shards of at most SIZE\n"
+    "                              (500M, 2G; K/M/G = 1000^n, Ki/Mi/Gi = 1024^n)\n"
+    "  --dry-run                   print the plan (tensor, from, to, bytes) and\n"
+    "                              totals; write nothing\n"
+    "  --json                      print the plan or summary as JSON (kiln.quantize/1)\n"
+    "  -t, --threads N             threads (default: all cores)\n"
+    "  -q, --quiet                 no progress bar and no summary\n"
+    "  -f, --force                 overwrite an existing output\n"
+    "  -h, --help                  this help\n";
+
+enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON };
+
+static const char *reason(const kiln_quant_tensor *q, const kiln_quant_opts *o, char *buf, size_t cap) {
+    const kiln_tensor_plan *p = &q->plan;
+    switch (p->why) {
+    case KILN_WHY_KEEP: return "kept: not a quantized weight";
+    case KILN_WHY_BASE: return "base type";
+    case KILN_WHY_RULE: return p->rule;
+    case KILN_WHY_OUTPUT_OPT: return "--output-tensor-type";
+    case KILN_WHY_EMBD_OPT: return "--token-embedding-type";
+    case KILN_WHY_OVERRIDE:
+        snprintf(buf, cap, "--tensor-type %s=%s", o->overrides[p->override_idx].pattern,
+                 kiln_type_name(o->overrides[p->override_idx].type));
+        return buf;
+    }
+    return "";
+}
+
+static void shape_str(const kiln_quant_tensor *q, char *out, size_t cap) {
+    size_t n = 0;
+    for (uint32_t d = 0; d < q->n_dims && n < cap; d++)
+        n += (size_t)snprintf(out + n, cap - n, d ? " x %lld" : "%lld", (long long)q->ne[d]);
+}
+
+/* Tensor count and bytes per output type, in first-seen order. */
+typedef struct type_total {
+    uint32_t type;
+    uint64_t count, bytes;
+} type_total;
+
+static uint32_t type_totals(const kiln_quant_report *r, type_total *t) {
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        uint32_t k = 0, ty = r->tensors[i].plan.to;
+        while (k < n && t[k].type != ty) k++;
+        if (k == n) t[n++] = (type_total){ty, 0, 0};
+        t[k].count++;
+        t[k].bytes += r->tensors[i].bytes_out;
+    }
+    return n;
+}
+
+static void print_plan(const kiln_quant_report *r, const kiln_quant_opts *o) {
+    char shape[96], why[600], bi[32], bo[32];
+    printf("%-36s %-20s %-7s %-7s %10s %10s  %s\n", "tensor", "shape", "from", "to", "bytes in", "bytes out",
+           "why");
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        shape_str(q, shape, sizeof shape);
+        snprintf(bi, sizeof bi, "%llu", (unsigned long long)q->bytes_in);
+        snprintf(bo, sizeof bo, "%llu", (unsigned long long)q->bytes_out);
+        printf("%-36s %-20s %-7s %-7s %10s %10s  %s%s%s\n", q->name, shape, kiln_type_name(q->plan.from),
+               kiln_type_name(q->plan.to), bi, bo, reason(q, o, why, sizeof why),
+               q->plan.fallback ? "; fell back from " : "", q->plan.fallback ? kiln_type_name(q->plan.wanted) : "");
+    }
+}
+
+static void print_summary(const kiln_quant_report *r, const kiln_quant_opts *o, const char *out) {
+    char a[32], b[32];
+    kiln_human_bytes((double)r->bytes_in, a, sizeof a);
+    kiln_human_bytes((double)r->bytes_out, b, sizeof b);
+    if (o->dry_run)
+        printf("\ndry run: %s as %s (general.file_type %u); nothing written\n", r->input, o->target.name, r->ftype);
+    else
+        printf("quantized %s -> %s as %s (general.file_type %u) in %.2f s\n", r->input,
+               r->n_outputs ? r->outputs[0] : out, o->target.name, r->ftype, r->seconds);
+    for (uint32_t i = 1; i < r->n_outputs; i++) printf("  also %s\n", r->outputs[i]);
+    printf("  %llu tensors (%llu quantized, %llu kept); %s -> %s; %.2f -> %.2f bits per weight\n",
+           (unsigned long long)r->n_tensors, (unsigned long long)r->n_quantized,
+           (unsigned long long)(r->n_tensors - r->n_quantized), a, b, kiln_quant_bpw(r, r->bytes_in),
+           kiln_quant_bpw(r, r->bytes_out));
+    type_total *tt = calloc(r->n_tensors + 1, sizeof *tt);
+    if (tt) {
+        uint32_t n = type_totals(r, tt);
+        printf("  types:");
+        for (uint32_t k = 0; k < n; k++)
+            printf(" %s x%llu%s", kiln_type_name(tt[k].type), (unsigned long long)tt[k].count, k + 1 < n ? "," : "\n");
+        free(tt);
+    }
+    if (o->imatrix)
+        printf("  imatrix: %s (%llu entries, %u chunks)\n", o->imatrix_path, (unsigned long long)r->imatrix_entries,
+               o->imatrix->chunk_count);
+    for (uint32_t k = 0; k < o->n_overrides; k++) {
+        const kiln_type_override *ov = &o->overrides[k];
+        if (ov->hits) printf("  override %s=%s: %llu tensors\n", ov->pattern, kiln_type_name(ov->type),
+                             (unsigned long long)ov->hits);
+        else printf("  override %s=%s: matched nothing\n", ov->pattern, kiln_type_name(ov->type));
+    }
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        if (q->plan.fallback)
+            printf("  fallback %s: %s -> %s (row length %lld is not a multiple of %u)\n", q->name,
+                   kiln_type_name(q->plan.wanted), kiln_type_name(q->plan.to), (long long)q->ne[0],
+                   kiln_type_get(q->plan.wanted)->block_size);
+    }
+}
+
+static void json_report(const kiln_quant_report *r, const kiln_quant_opts *o) {
+    static kiln_jsonw w;
+    char why[600];
+    kiln_jw_init(&w, stdout, true);
+    kiln_jw_obj(&w);
+    kiln_jw_key(&w, "schema"), kiln_jw_str(&w, "kiln.quantize/1");
+    kiln_jw_key(&w, "input"), kiln_jw_str(&w, r->input ? r->input : "");
+    kiln_jw_key(&w, "outputs"), kiln_jw_arr(&w);
+    for (uint32_t i = 0; i < r->n_outputs; i++) kiln_jw_str(&w, r->outputs[i]);
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "target"), kiln_jw_str(&w, o->target.name);
+    kiln_jw_key(&w, "preset"), kiln_jw_bool(&w, o->target.preset != NULL);
+    kiln_jw_key(&w, "file_type"), kiln_jw_uint(&w, r->ftype);
+    kiln_jw_key(&w, "dry_run"), kiln_jw_bool(&w, o->dry_run);
+    kiln_jw_key(&w, "imatrix");
+    if (o->imatrix) {
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "file"), kiln_jw_str(&w, o->imatrix_path);
+        kiln_jw_key(&w, "entries"), kiln_jw_uint(&w, r->imatrix_entries);
+        kiln_jw_key(&w, "chunks"), kiln_jw_uint(&w, o->imatrix->chunk_count);
+        kiln_jw_end_obj(&w);
+    } else {
+        kiln_jw_null(&w);
+    }
+    kiln_jw_key(&w, "tensors"), kiln_jw_arr(&w);
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "name"), kiln_jw_str(&w, q->name);
+        kiln_jw_key(&w, "shape"), kiln_jw_arr(&w);
+        for (uint32_t d = 0; d < q->n_dims; d++) kiln_jw_int(&w, q->ne[d]);
+        kiln_jw_end_arr(&w);
+        kiln_jw_key(&w, "from"), kiln_jw_str(&w, kiln_type_name(q->plan.from));
+        kiln_jw_key(&w, "to"), kiln_jw_str(&w, kiln_type_name(q->plan.to));
+        kiln_jw_key(&w, "wanted"), kiln_jw_str(&w, kiln_type_name(q->plan.wanted));
+        kiln_jw_key(&w, "fallback"), kiln_jw_bool(&w, q->plan.fallback);
+        kiln_jw_key(&w, "reason"), kiln_jw_str(&w, reason(q, o, why, sizeof why));
+        kiln_jw_key(&w, "override");
+        if (q->plan.why == KILN_WHY_OVERRIDE) kiln_jw_str(&w, o->overrides[q->plan.override_idx].pattern);
+        else kiln_jw_null(&w);
+        kiln_jw_key(&w, "imatrix"), kiln_jw_bool(&w, q->imatrix);
+        kiln_jw_key(&w, "bytes_in"), kiln_jw_uint(&w, q->bytes_in);
+        kiln_jw_key(&w, "bytes_out"), kiln_jw_uint(&w, q->bytes_out);
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "totals"), kiln_jw_obj(&w);
+    kiln_jw_key(&w, "tensors"), kiln_jw_uint(&w, r->n_tensors);
+    kiln_jw_key(&w, "quantized"), kiln_jw_uint(&w, r->n_quantized);
+    kiln_jw_key(&w, "elements"), kiln_jw_uint(&w, r->n_elements);
+    kiln_jw_key(&w, "bytes_in"), kiln_jw_uint(&w, r->bytes_in);
+    kiln_jw_key(&w, "bytes_out"), kiln_jw_uint(&w, r->bytes_out);
+    kiln_jw_key(&w, "bpw_in"), kiln_jw_real(&w, kiln_quant_bpw(r, r->bytes_in));
+    kiln_jw_key(&w, "bpw_out"), kiln_jw_real(&w, kiln_quant_bpw(r, r->bytes_out));
+    kiln_jw_end_obj(&w);
+    kiln_jw_key(&w, "types"), kiln_jw_arr(&w);
+    type_total *tt = calloc(r->n_tensors + 1, sizeof *tt);
+    for (uint32_t k = 0, n = tt ? type_totals(r, tt) : 0; k < n; k++) {
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "type"), kiln_jw_str(&w, kiln_type_name(tt[k].type));
+        kiln_jw_key(&w, "count"), kiln_jw_uint(&w, tt[k].count);
+        kiln_jw_key(&w, "bytes"), kiln_jw_uint(&w, tt[k].bytes);
+        kiln_jw_end_obj(&w);
+    }
+    free(tt);
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "overrides"), kiln_jw_arr(&w);
+    for (uint32_t k = 0; k < o->n_overrides; k++) {
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "pattern"), kiln_jw_str(&w, o->overrides[k].pattern);
+        kiln_jw_key(&w, "type"), kiln_jw_str(&w, kiln_type_name(o->overrides[k].type));
+        kiln_jw_key(&w, "matched"), kiln_jw_uint(&w, o->overrides[k].hits);
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "fallbacks"), kiln_jw_arr(&w);
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        if (!q->plan.fallback) continue;
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "tensor"), kiln_jw_str(&w, q->name);
+        kiln_jw_key(&w, "wanted"), kiln_jw_str(&w, kiln_type_name(q->plan.wanted));
+        kiln_jw_key(&w, "used"), kiln_jw_str(&w, kiln_type_name(q->plan.to));
+        kiln_jw_key(&w, "row_length"), kiln_jw_int(&w, q->ne[0]);
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "warnings"), kiln_jw_arr(&w);
+    for (uint32_t i = 0; i < r->n_warnings; i++) kiln_jw_str(&w, r->warnings[i]);
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "seconds"), kiln_jw_real(&w, r->seconds);
+    kiln_jw_end_obj(&w);
+    kiln_jw_finish(&w);
+}
+
+static int parse_type_opt(const char *opt, const char *s, int *out) {
+    int t = kiln_type_from_name(s);
+    if (t < 0 || t == KILN_Q8_K || !kiln_can_quantize((uint32_t)t))
+        return kiln_cli_usage_error("quantize", "%s: kiln cannot quantize to type '%s'", opt, s);
+    *out = t;
+    return 0;
+}
+
+typedef struct cli {
+    kiln_quant_opts o;
+    bool json, quiet;
+    const char *imatrix_file;
+    uint64_t threads;
+} cli;
+
+/* Returns -1 to go on, or the exit code. */
+static int parse(int argc, char **argv, cli *c) {
+    static const struct option opts[] = {
+        {"imatrix", required_argument, 0, O_IMATRIX},
+        {"tensor-type", required_argument, 0, O_TT},
+        {"output-tensor-type", required_argument, 0, O_OUT_T},
+        {"token-embedding-type", required_argument, 0, O_EMB_T},
+        {"pure", no_argument, 0, O_PURE},
+        {"allow-requantize", no_argument, 0, O_REQ},
+        {"no-fallback", no_argument, 0, O_NOFB},
+        {"keep-split", no_argument, 0, O_KEEP},
+        {"split-max-size", required_argument, 0, O_SPLIT},
+        {"dry-run", no_argument, 0, O_DRY},
+        {"json", no_argument, 0, O_JSON},
+        {"threads", required_argument, 0, 't'},
+        {"quiet", no_argument, 0, 'q'},
+        {"force", no_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    kiln_err err = {{0}};
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "t:qfh", opts, NULL)) != -1) {
+        switch (ch) {
+        case O_IMATRIX: c->imatrix_file = optarg; break;
+        case O_TT: {
+            kiln_type_override *grown = realloc(c->o.overrides, (c->o.n_overrides + 1) * sizeof *grown);
+            if (!grown) return kiln_cli_usage_error("quantize", "out of memory");
+            c->o.overrides = grown;
+            if (kiln_override_parse(optarg, &c->o.overrides[c->o.n_overrides], &err) < 0)
+                return kiln_cli_usage_error("quantize", "%s", err.msg);
+            c->o.n_overrides++;
+            break;
+        }
+        case O_OUT_T: if (parse_type_opt("--output-tensor-type", optarg, &c->o.output_type)) return KILN_EXIT_USAGE; break;
+        case O_EMB_T: if (parse_type_opt("--token-embedding-type", optarg, &c->o.token_embd_type)) return KILN_EXIT_USAGE; break;
+        case O_PURE: c->o.pure = true; break;
+        case O_REQ: c->o.allow_requantize = true; break;
+        case O_NOFB: c->o.no_fallback = true; break;
+        case O_KEEP: c->o.keep_split = true; break;
+        case O_SPLIT:
+            if (!kiln_parse_size(optarg, &c->o.split_max_size) || !c->o.split_max_size)
+                return kiln_cli_usage_error("quantize", "--split-max-size needs a size like 500M or 2G");
+            break;
+        case O_DRY: c->o.dry_run = true; break;
+        case O_JSON: c->json = true; break;
+        case 't':
+            if (!kiln_parse_u64(optarg, &c->threads) || !c->threads)
+                return kiln_cli_usage_error("quantize", "--threads needs a positive number");
+            break;
+        case 'q': c->quiet = true; break;
+        case 'f': c->o.force = true; break;
+        case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
+        default: return kiln_cli_usage_error("quantize", "unknown option");
+        }
+    }
+    if (c->o.keep_split && c->o.split_max_size)
+        return kiln_cli_usage_error("quantize", "--keep-split and --split-max-size cannot be combined");
+    return -1;
+}
+
+int kiln_cmd_quantize(int argc, char **argv) {
+    cli c = {.o = {.output_type = -1, .token_embd_type = -1}};
+    int rc = parse(argc, argv, &c);
+    const char *in = NULL, *out = NULL, *target = NULL;
+    int npos = argc - optind;
+    if (rc < 0) {
+        if (npos == 3) in = argv[optind], out = argv[optind + 1], target = argv[optind + 2];
+        else if (npos == 2 && c.o.dry_run) in = argv[optind], target = argv[optind + 1];
+        else rc = kiln_cli_usage_error("quantize", c.o.dry_run ? "expects IN [OUT] PRESET|TYPE" : "expects IN OUT PRESET|TYPE");
+    }
+    kiln_err err = {{0}};
+    if (rc < 0 && kiln_quant_target_parse(target, &c.o.target, &err) < 0)
+        rc = kiln_cli_usage_error("quantize", "%s", err.msg);
+    kiln_imatrix *im = NULL;
+    if (rc < 0 && c.imatrix_file) {
+        if (!(im = kiln_imatrix_read(c.imatrix_file, &err))) rc = kiln_cli_fail(&err);
+        c.o.imatrix = im;
+        c.o.imatrix_path = c.imatrix_file;
+    }
+    if (rc < 0) {
+        if (c.threads) omp_set_num_threads((int)c.threads);
+        if (c.quiet || c.json) kiln_progress_quiet = true;
+        kiln_quant_report r;
+        int ok = kiln_quantize_model(in, out, &c.o, &r, &err);
+        for (uint32_t i = 0; ok == 0 && !c.json && i < r.n_warnings; i++)
+            fprintf(stderr, "kiln quantize: warning: %s\n", r.warnings[i]);
+        if (ok < 0) {
+            rc = kiln_cli_fail(&err);
+        } else {
+            rc = KILN_EXIT_OK;
+            if (c.json) {
+                json_report(&r, &c.o);
+            } else if (!c.quiet) {
+                if (c.o.dry_run) print_plan(&r, &c.o);
+                print_summary(&r, &c.o, out);
+            }
+        }
+        kiln_quant_report_free(&r);
+    }
+    kiln_imatrix_free(im);
+    for (uint32_t i = 0; i < c.o.n_overrides; i++) kiln_override_free(&c.o.overrides[i]);
+    free(c.o.overrides);
+    return rc;
+}

@@ -1,0 +1,631 @@
+/* quantize/quantize_model.c - the streaming model quantizer (see
+ * quantize_model.h): plan, validate, then one tensor at a time from the
+ * mapped input to the GGUF writer. */
+#include "quantize_model.h"
+
+#include "../core/gguf.h"
+#include "../core/progress.h"
+#include "../core/types.h"
+#include "../convert/convert.h"
+#include "codec.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- one tensor --------------------------------------------------------- */
+
+/* Dequantizes every output row and refuses a non-finite value: a scale
+ * that overflowed fp16, say, would otherwise reach the file unnoticed. */
+static int check_output(uint32_t type, const void *dst, int64_t nrows, int64_t ne0, kiln_err *err) {
+    const kiln_codec *c = kiln_codec_get(type);
+    if (type == KILN_F32) return 0; /* the bytes are the input, already checked */
+    if (!c) return kiln_fail(err, NULL, NULL, -1, "kiln cannot read back type %s", kiln_type_name(type));
+    uint64_t row_bytes = kiln_type_row_bytes(type, (uint64_t)ne0);
+    int64_t first_bad = INT64_MAX;
+    bool oom = false;
+    #pragma omp parallel if (nrows > 64)
+    {
+        float *row = malloc((size_t)ne0 * sizeof(float));
+        if (!row) {
+            #pragma omp atomic write
+            oom = true;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < nrows; r++) {
+            if (!row) continue;
+            c->dequantize_row((const uint8_t *)dst + (uint64_t)r * row_bytes, row, ne0);
+            for (int64_t j = 0; j < ne0; j++)
+                if (!isfinite(row[j])) {
+                    #pragma omp critical(kiln_quant_check)
+                    if (r < first_bad) first_bad = r;
+                    break;
+                }
+        }
+        free(row);
+    }
+    if (oom) return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    if (first_bad != INT64_MAX)
+        return kiln_fail(err, NULL, NULL, -1, "quantized row %lld reads back as NaN/Inf as %s; refusing to write it",
+                         (long long)first_bad, kiln_type_name(type));
+    return 0;
+}
+
+int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
+                             const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
+    int64_t ne0 = ne[0], nrows = ne[1], n_mat = ne[2] * ne[3], zero = 0;
+    if (zero_experts) *zero_experts = 0;
+    if (ne0 <= 0 || nrows <= 0 || n_mat <= 0) return 0;
+    float *w = NULL;
+    if (imatrix) {
+        if (!(w = malloc((size_t)(ne0 * ne[2]) * sizeof(float))))
+            return kiln_fail(err, NULL, NULL, -1, "out of memory");
+        if (kiln_imatrix_weights(imatrix, ne0, ne[2], w, &zero, err) < 0) {
+            free(w);
+            return -1;
+        }
+    }
+    uint64_t row_bytes = kiln_type_row_bytes(type, (uint64_t)ne0);
+    int rc = 0;
+    for (int64_t m = 0; rc == 0 && m < n_mat; m++) {
+        const float *wm = w ? w + (m % ne[2]) * ne0 : NULL;
+        kiln_err inner = {{0}};
+        if (!kiln_quantize_rows(type, src + m * nrows * ne0, (uint8_t *)dst + (uint64_t)(m * nrows) * row_bytes,
+                                nrows, ne0, wm, &inner))
+            rc = n_mat > 1 ? kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)m, inner.msg)
+                           : kiln_fail(err, NULL, NULL, -1, "%s", inner.msg);
+    }
+    free(w);
+    if (rc == 0) rc = check_output(type, dst, nrows * n_mat, ne0, err);
+    if (rc < 0) return -1;
+    if (zero_experts) *zero_experts = zero;
+    return (int64_t)(row_bytes * (uint64_t)(nrows * n_mat));
+}
+
+/* ---- the report --------------------------------------------------------- */
+
+/* Puts "FILE: FIELD: " in front of a message a lower layer left in err. */
+static int prefix_err(kiln_err *err, const char *file, const char *field) {
+    if (!err) return -1;
+    kiln_err inner = *err;
+    return kiln_fail(err, file, field, -1, "%s", inner.msg);
+}
+
+static void warn(kiln_quant_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(kiln_quant_report *r, const char *fmt, ...) {
+    char *s = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    char **grown = n >= 0 ? realloc(r->warnings, (r->n_warnings + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(n >= 0 ? s : NULL);
+        return; /* a lost warning must not fail the run */
+    }
+    r->warnings = grown;
+    r->warnings[r->n_warnings++] = s;
+}
+
+void kiln_quant_report_free(kiln_quant_report *r) {
+    for (uint64_t i = 0; i < r->n_tensors; i++) free(r->tensors[i].name);
+    for (uint32_t i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
+    for (uint32_t i = 0; i < r->n_outputs; i++) free(r->outputs[i]);
+    free(r->tensors);
+    free(r->warnings);
+    free(r->outputs);
+    free(r->input);
+    memset(r, 0, sizeof *r);
+}
+
+double kiln_quant_bpw(const kiln_quant_report *r, uint64_t bytes) {
+    return r->n_elements ? (double)bytes * 8.0 / (double)r->n_elements : 0;
+}
+
+/* ---- the input: a GGUF, or a Hugging Face model read through convert --- */
+
+typedef struct src_tensor {
+    char *name;
+    uint32_t type, n_dims, shard;
+    int64_t ne[4], nelements;
+    uint64_t nbytes, offset;
+    const uint8_t *data; /* GGUF: the mapped bytes */
+    uint64_t hf_index;   /* HF: the convert plan's index */
+} src_tensor;
+
+typedef struct source {
+    const char *path;
+    kiln_gguf *g;        /* GGUF input */
+    kiln_hf_model *hf;   /* Hugging Face input */
+    kiln_gguf *kv;       /* the metadata: g, or the HF model's keys as a tensorless GGUF */
+    uint64_t n;
+    src_tensor *t;       /* in file (convert plan) order */
+} source;
+
+static void source_close(source *s) {
+    for (uint64_t i = 0; i < s->n; i++) free(s->t[i].name);
+    free(s->t);
+    if (s->kv != s->g) kiln_gguf_close(s->kv);
+    kiln_gguf_close(s->g);
+    kiln_hf_close(s->hf);
+    memset(s, 0, sizeof *s);
+}
+
+static bool is_gguf_file(const char *path) {
+    struct stat st;
+    char magic[4];
+    if (stat(path, &st) != 0) return true; /* let the GGUF reader say what is wrong */
+    if (!S_ISREG(st.st_mode)) return false;
+    FILE *f = fopen(path, "rb");
+    bool gguf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return gguf || !f;
+}
+
+static int open_gguf(source *s, kiln_err *err) {
+    if (!(s->g = kiln_gguf_open(s->path, err))) return -1;
+    s->kv = s->g;
+    s->n = s->g->n_tensors;
+    if (!(s->t = calloc(s->n + 1, sizeof *s->t))) return kiln_fail(err, s->path, NULL, -1, "out of memory");
+    for (uint64_t i = 0; i < s->n; i++) {
+        const kiln_tensor *t = &s->g->tensors[i];
+        src_tensor *d = &s->t[i];
+        *d = (src_tensor){kiln_str_dup(t->name), t->type, t->n_dims, t->shard, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
+                          t->nelements, t->nbytes, t->offset, t->data, 0};
+        if (!d->name) return kiln_fail(err, s->path, NULL, -1, "out of memory");
+    }
+    return 0;
+}
+
+/* The HF model's metadata, as `kiln convert` would write it, through a
+ * tensorless GGUF in TMPDIR: the reader then serves keys and hyper-
+ * parameters exactly as for a GGUF input. */
+static int hf_metadata(source *s, kiln_err *err) {
+    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/kiln-quantize-meta-%ld-%p.gguf", dir, (long)getpid(), (void *)s);
+    kiln_write_opts wo = {.force = true};
+    kiln_gguf_writer *w = kiln_writer_new(path, &wo, err);
+    if (!w) return -1;
+    if (kiln_hf_set_metadata(s->hf, w, NULL, err) < 0) {
+        kiln_writer_abort(w);
+        return -1;
+    }
+    if (kiln_writer_finish(w, err) < 0) return -1;
+    s->kv = kiln_gguf_open(path, err);
+    unlink(path); /* the mapping outlives the name */
+    return s->kv ? 0 : -1;
+}
+
+static int open_hf(source *s, kiln_err *err) {
+    kiln_convert_opts co = {.outtype = KILN_OUT_AUTO};
+    if (!(s->hf = kiln_hf_open(s->path, &co, err))) return -1;
+    if (hf_metadata(s, err) < 0) return -1;
+    s->n = kiln_hf_n_tensors(s->hf);
+    if (!(s->t = calloc(s->n + 1, sizeof *s->t))) return kiln_fail(err, s->path, NULL, -1, "out of memory");
+    for (uint64_t i = 0; i < s->n; i++) {
+        kiln_hf_tensor h;
+        kiln_hf_tensor_info(s->hf, i, &h);
+        src_tensor *d = &s->t[i];
+        *d = (src_tensor){strdup(h.name), h.type, h.n_dims ? h.n_dims : 1, 0, {h.ne[0], h.ne[1], h.ne[2], h.ne[3]},
+                          h.ne[0] * h.ne[1] * h.ne[2] * h.ne[3], h.nbytes, i, NULL, i};
+        if (!d->name) return kiln_fail(err, s->path, NULL, -1, "out of memory");
+    }
+    return 0;
+}
+
+static int source_open(source *s, const char *path, kiln_err *err) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    int rc = is_gguf_file(path) ? open_gguf(s, err) : open_hf(s, err);
+    if (rc < 0) source_close(s);
+    return rc;
+}
+
+static uint32_t source_shards(const source *s) {
+    return s->g ? s->g->n_shards : 1;
+}
+
+/* Tensor t as f32 in dst (a GGUF f32 tensor is used in place). */
+static const float *source_f32(const source *s, const src_tensor *t, float *dst, kiln_err *err) {
+    if (s->g && t->type == KILN_F32) return (const float *)t->data;
+    int64_t ne0 = t->ne[0], nrows = t->nelements / ne0;
+    if (s->hf) return kiln_hf_read_f32(s->hf, t->hf_index, 0, nrows, dst, err) < 0 ? NULL : dst;
+    const kiln_codec *c = kiln_codec_get(t->type);
+    uint64_t row_bytes = kiln_type_row_bytes(t->type, (uint64_t)ne0);
+    #pragma omp parallel for schedule(static) if (nrows > 64)
+    for (int64_t r = 0; r < nrows; r++) c->dequantize_row(t->data + (uint64_t)r * row_bytes, dst + r * ne0, ne0);
+    return dst;
+}
+
+static int source_copy(const source *s, const src_tensor *t, kiln_gguf_writer *w, kiln_err *err) {
+    return s->hf ? kiln_hf_write_tensor(s->hf, t->hf_index, w, err) : kiln_writer_write(w, t->data, t->nbytes, err);
+}
+
+/* Lets go of a tensor's input once it is written, so resident memory stays
+ * near one tensor however large the model: the kernel gets the mapped
+ * pages back, convert its buffers and archive spool space. */
+static void source_done(const source *s, const src_tensor *t) {
+    if (s->hf) {
+        kiln_hf_tensor_done(s->hf, t->hf_index);
+        return;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)t->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = ((uintptr_t)t->data + t->nbytes) & ~((uintptr_t)page - 1);
+    if (page > 0 && b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* ---- planning ------------------------------------------------------------ */
+
+static uint32_t meta_u32(const kiln_gguf *g, const char *arch, const char *key, uint32_t dflt) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    uint64_t v;
+    if (kiln_gguf_get_u64(g, k, &v)) return (uint32_t)v;
+    /* per-layer arrays (e.g. head_count_kv): layer 0 decides, as in llama.cpp's n_gqa() */
+    const kiln_kv *kv = kiln_gguf_find_kv(g, k);
+    if (kv && kv->val.type == KILN_GGUF_ARRAY && kv->val.arr.n > 0 && kv->val.arr.type != KILN_GGUF_STRING &&
+        kv->val.arr.type != KILN_GGUF_ARRAY)
+        return (uint32_t)kiln_array_i64(&kv->val.arr, 0);
+    return dflt;
+}
+
+static void model_info(const kiln_gguf *g, kiln_policy_model *m) {
+    memset(m, 0, sizeof *m);
+    kiln_str a;
+    if (kiln_gguf_get_str(g, "general.architecture", &a))
+        snprintf(m->arch, sizeof m->arch, "%.*s", (int)(a.len < 63 ? a.len : 63), a.ptr);
+    m->n_layer = meta_u32(g, m->arch, "block_count", 0);
+    m->n_head = meta_u32(g, m->arch, "attention.head_count", 0);
+    m->n_head_kv = meta_u32(g, m->arch, "attention.head_count_kv", m->n_head);
+    m->n_expert = meta_u32(g, m->arch, "expert_count", 0);
+}
+
+typedef struct order_key {
+    int layer;
+    const src_tensor *t;
+} order_key;
+
+static int by_layer_then_name(const void *pa, const void *pb) {
+    const order_key *a = pa, *b = pb;
+    if (a->layer != b->layer) return a->layer < b->layer ? -1 : 1;
+    return strcmp(a->t->name, b->t->name);
+}
+
+static int by_shard_then_offset(const void *pa, const void *pb) {
+    const order_key *a = pa, *b = pb;
+    if (a->t->shard != b->t->shard) return a->t->shard < b->t->shard ? -1 : 1;
+    return a->t->offset < b->t->offset ? -1 : a->t->offset > b->t->offset;
+}
+
+/* llama-quantize visits tensors by layer number, then name (its loader's
+ * weight map order), or by input shard and offset with --keep-split; the
+ * layer counters of the mix rules follow that order. Returns indexes into
+ * s->t, or NULL when out of memory. */
+static uint64_t *visiting_order(const source *s, bool keep_split) {
+    order_key *k = malloc((s->n + 1) * sizeof *k);
+    uint64_t *out = malloc((s->n + 1) * sizeof *out);
+    if (!k || !out) {
+        free(k);
+        free(out);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < s->n; i++) {
+        k[i] = (order_key){-1, &s->t[i]};
+        if (sscanf(s->t[i].name, "blk.%d.", &k[i].layer) != 1) k[i].layer = -1;
+    }
+    qsort(k, s->n, sizeof *k, keep_split ? by_shard_then_offset : by_layer_then_name);
+    for (uint64_t i = 0; i < s->n; i++) out[i] = (uint64_t)(k[i].t - s->t);
+    free(k);
+    return out;
+}
+
+/* Plans in visiting order; the report lists tensors in `write` order. */
+static int plan_model(const source *s, const uint64_t *visit, const uint64_t *write, const kiln_quant_opts *o,
+                      kiln_quant_report *r, kiln_err *err) {
+    uint64_t n = s->n;
+    kiln_policy_tensor *pt = calloc(n + 1, sizeof *pt);
+    kiln_tensor_plan *plan = calloc(n + 1, sizeof *plan), *by_src = calloc(n + 1, sizeof *by_src);
+    r->tensors = calloc(n + 1, sizeof *r->tensors);
+    int rc = pt && plan && by_src && r->tensors ? 0 : kiln_fail(err, s->path, NULL, -1, "out of memory");
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        const src_tensor *t = &s->t[visit[i]];
+        pt[i] = (kiln_policy_tensor){t->name, t->n_dims, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, t->type};
+    }
+    kiln_policy_model m;
+    model_info(s->kv, &m);
+    kiln_policy_opts po = {o->target, o->pure, o->output_type, o->token_embd_type, o->overrides, o->n_overrides};
+    if (rc == 0 && kiln_policy_plan(&m, pt, n, &po, plan, err) < 0) rc = prefix_err(err, s->path, NULL);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) by_src[visit[i]] = plan[i];
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        const src_tensor *t = &s->t[write[i]];
+        kiln_quant_tensor *q = &r->tensors[i];
+        if (!(q->name = strdup(t->name))) rc = kiln_fail(err, s->path, NULL, -1, "out of memory");
+        r->n_tensors = i + 1;
+        q->n_dims = t->n_dims;
+        memcpy(q->ne, t->ne, sizeof q->ne);
+        q->plan = by_src[write[i]];
+        q->bytes_in = t->nbytes;
+        q->bytes_out = kiln_type_row_bytes(q->plan.to, (uint64_t)q->ne[0]) * (uint64_t)(t->nelements / q->ne[0]);
+        r->n_elements += (uint64_t)t->nelements;
+        r->bytes_in += q->bytes_in;
+        r->bytes_out += q->bytes_out;
+        r->n_quantized += q->plan.to != q->plan.from;
+        r->n_fallbacks += q->plan.fallback;
+    }
+    free(pt);
+    free(plan);
+    free(by_src);
+    return rc;
+}
+
+/* ---- validation: everything that can be refused is refused before any
+ * file is created ---------------------------------------------------------- */
+
+static bool is_float_type(uint32_t t) {
+    return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16;
+}
+
+static int check_imatrix(const char *in, kiln_quant_tensor *q, const kiln_quant_opts *o, kiln_quant_report *r,
+                         kiln_err *err) {
+    const kiln_imatrix_entry *e = o->imatrix ? kiln_imatrix_find(o->imatrix, q->name) : NULL;
+    bool embd = !strcmp(q->name, "token_embd.weight"), output = !strcmp(q->name, "output.weight");
+    if (q->plan.needs_imatrix && !e) {
+        const char *what = o->imatrix ? "the imatrix has no entry for it" : "no --imatrix was given";
+        if (o->dry_run) {
+            warn(r, "%s: %s needs an importance matrix and %s; a real run refuses this", q->name,
+                 kiln_type_name(q->plan.to), what);
+            return 0;
+        }
+        return kiln_fail(err, in, q->name, -1,
+                         "%s needs an importance matrix and %s: at about 2 bits per weight an unweighted fit "
+                         "spends its few levels on columns that barely matter (llama-quantize refuses this too); "
+                         "compute one with llama-imatrix or kiln imatrix and pass --imatrix FILE",
+                         kiln_type_name(q->plan.to), what);
+    }
+    if (!e) {
+        /* imatrix files never hold token_embd and output: not worth a word */
+        if (o->imatrix && !embd && !output)
+            warn(r, "%s: no imatrix entry; quantized to %s without importance weights", q->name,
+                 kiln_type_name(q->plan.to));
+        return 0;
+    }
+    if (e->n * e->n_mat != q->ne[0] * q->ne[2]) {
+        /* llama.cpp ignores a token_embd mismatch (old imatrix files carry
+         * one of another shape) and refuses every other. */
+        if (embd) {
+            warn(r, "%s: imatrix entry has %lld values, tensor needs %lld; quantized without it", q->name,
+                 (long long)(e->n * e->n_mat), (long long)(q->ne[0] * q->ne[2]));
+            return 0;
+        }
+        return kiln_fail(err, o->imatrix_path, q->name, -1,
+                         "imatrix entry has %lld values (%lld x %lld) but the tensor needs %lld (%lld columns x %lld "
+                         "experts); was the imatrix made for another model?",
+                         (long long)(e->n * e->n_mat), (long long)e->n, (long long)e->n_mat,
+                         (long long)(q->ne[0] * q->ne[2]), (long long)q->ne[0], (long long)q->ne[2]);
+    }
+    q->imatrix = true;
+    return 0;
+}
+
+static int validate(const char *in, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err) {
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        kiln_quant_tensor *q = &r->tensors[i];
+        const kiln_tensor_plan *p = &q->plan;
+        if (p->fallback && o->no_fallback)
+            return kiln_fail(err, in, q->name, -1,
+                             "row length %lld is not a multiple of %s's block size %u; it would fall back to %s "
+                             "(--no-fallback)",
+                             (long long)q->ne[0], kiln_type_name(p->wanted), kiln_type_get(p->wanted)->block_size,
+                             kiln_type_name(p->to));
+        if (p->to == p->from) continue;
+        if (!is_float_type(p->from) && !o->allow_requantize)
+            return kiln_fail(err, in, q->name, -1,
+                             "is already quantized (%s); requantizing compounds two rounding errors, so quantize "
+                             "from the F32/F16/BF16 original, or pass --allow-requantize",
+                             kiln_type_name(p->from));
+        if (!kiln_can_dequantize(p->from))
+            return kiln_fail(err, in, q->name, -1, "kiln cannot read type %s", kiln_type_name(p->from));
+        if (!kiln_can_quantize(p->to))
+            return kiln_fail(err, in, q->name, -1, "kiln cannot quantize to %s", kiln_type_name(p->to));
+        if (check_imatrix(in, q, o, r, err) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+typedef struct outputs {
+    kiln_gguf_writer **w;
+    uint32_t n;
+} outputs;
+
+static void outputs_abort(outputs *os) {
+    for (uint32_t i = 0; i < os->n; i++) kiln_writer_abort(os->w[i]);
+    free(os->w);
+    os->w = NULL;
+    os->n = 0;
+}
+
+/* The input's keys, then what llama-quantize sets: it removes and re-adds
+ * these two, so they move to the end. */
+static int set_metadata(kiln_gguf_writer *w, const kiln_gguf *g, const kiln_quant_opts *o, kiln_err *err) {
+    if (kiln_writer_copy_kv(w, g, err) < 0) return -1;
+    kiln_writer_remove(w, "general.quantization_version");
+    kiln_writer_remove(w, "general.file_type");
+    if (kiln_writer_set_u32(w, "general.quantization_version", 2, err) < 0 ||
+        kiln_writer_set_u32(w, "general.file_type", o->target.ftype, err) < 0)
+        return -1;
+    const kiln_imatrix *im = o->imatrix;
+    if (!im) return 0;
+    if (kiln_writer_set_str(w, "quantize.imatrix.file", o->imatrix_path ? o->imatrix_path : "", err) < 0) return -1;
+    if (im->n_datasets && kiln_writer_set_str(w, "quantize.imatrix.dataset", im->datasets[0], err) < 0) return -1;
+    if (kiln_writer_set_u32(w, "quantize.imatrix.entries_count", (uint32_t)im->n_entries, err) < 0) return -1;
+    if (im->chunk_count && kiln_writer_set_u32(w, "quantize.imatrix.chunks_count", im->chunk_count, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int set_split_keys(kiln_gguf_writer *w, uint32_t no, uint32_t count, uint64_t n_tensors, kiln_err *err) {
+    kiln_value vno = {.type = KILN_GGUF_UINT16, .u16 = (uint16_t)no};
+    kiln_value vcount = {.type = KILN_GGUF_UINT16, .u16 = (uint16_t)count};
+    kiln_value vtotal = {.type = KILN_GGUF_INT32, .i32 = (int32_t)n_tensors};
+    if (kiln_writer_set(w, "split.no", &vno, err) < 0 || kiln_writer_set(w, "split.count", &vcount, err) < 0)
+        return -1;
+    return kiln_writer_set(w, "split.tensors.count", &vtotal, err);
+}
+
+/* One writer, split by size or not at all; or with keep_split one writer
+ * per input shard, named the way llama-gguf-split names shards, the first
+ * with all metadata (as llama-quantize --keep-split writes them). */
+static int open_outputs(const source *s, const char *out, const kiln_quant_opts *o, const kiln_quant_report *r,
+                        const uint64_t *write, outputs *os, kiln_err *err) {
+    uint32_t n_in = source_shards(s), n = o->keep_split ? n_in : 1;
+    const char **inputs = calloc(n_in + 1, sizeof *inputs);
+    if (!inputs) return kiln_fail(err, out, NULL, -1, "out of memory");
+    inputs[0] = s->path;
+    for (uint32_t k = 0; s->g && k < n_in; k++) inputs[k + 1] = s->g->shards[k].path;
+    kiln_write_opts wo = {.split_max_size = o->split_max_size, .force = o->force, .inputs = inputs,
+                          .n_inputs = s->g ? (int)n_in + 1 : 1};
+    os->w = calloc(n, sizeof *os->w);
+    int rc = os->w ? 0 : kiln_fail(err, out, NULL, -1, "out of memory");
+    size_t len = strlen(out);
+    int base = (int)(len > 5 && !strcmp(out + len - 5, ".gguf") ? len - 5 : len);
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        char *name = NULL;
+        if (n == 1) name = strdup(out);
+        else if (asprintf(&name, "%.*s-%05u-of-%05u.gguf", base, out, k + 1, n) < 0) name = NULL;
+        os->w[k] = name ? kiln_writer_new(name, &wo, err) : NULL;
+        if (!name) rc = kiln_fail(err, out, NULL, -1, "out of memory");
+        else if (!os->w[k]) rc = -1;
+        else os->n = k + 1;
+        free(name);
+        if (rc == 0 && k == 0) rc = set_metadata(os->w[0], s->kv, o, err);
+        if (rc == 0 && n > 1) rc = set_split_keys(os->w[k], k, n, r->n_tensors, err);
+    }
+    for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        rc = kiln_writer_add_tensor(os->w[n > 1 ? s->t[write[i]].shard : 0], q->name, q->plan.to, q->n_dims, q->ne,
+                                    err);
+    }
+    for (uint32_t k = 0; rc == 0 && k < n; k++) rc = kiln_writer_begin(os->w[k], err);
+    free(inputs);
+    return rc;
+}
+
+typedef struct buffers {
+    float *f32;
+    uint8_t *q;
+} buffers;
+
+/* Buffers for the largest conversion; f32 only when the input is not f32
+ * in a mapped file already. */
+static int alloc_buffers(const source *s, const kiln_quant_report *r, const uint64_t *write, buffers *b,
+                         kiln_err *err) {
+    uint64_t max_f32 = 0, max_q = 0;
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        const src_tensor *t = &s->t[write[i]];
+        if (q->plan.to == q->plan.from) continue;
+        if ((s->hf || t->type != KILN_F32) && (uint64_t)t->nelements > max_f32) max_f32 = (uint64_t)t->nelements;
+        if (q->bytes_out > max_q) max_q = q->bytes_out;
+    }
+    b->f32 = max_f32 ? malloc(max_f32 * sizeof(float)) : NULL;
+    b->q = max_q ? malloc(max_q) : NULL;
+    if ((max_f32 && !b->f32) || (max_q && !b->q))
+        return kiln_fail(err, NULL, NULL, -1, "out of memory for a %llu-byte tensor",
+                         (unsigned long long)(max_f32 * 4 + max_q));
+    return 0;
+}
+
+static int write_tensor(const source *s, kiln_gguf_writer *w, const src_tensor *t, kiln_quant_tensor *q,
+                        const kiln_quant_opts *o, buffers *b, kiln_err *err) {
+    if (q->plan.to == q->plan.from)
+        return source_copy(s, t, w, err) < 0 ? prefix_err(err, s->path, q->name) : 0;
+    const float *f32 = source_f32(s, t, b->f32, err);
+    if (!f32) return prefix_err(err, s->path, q->name);
+    const kiln_imatrix_entry *e = q->imatrix ? kiln_imatrix_find(o->imatrix, q->name) : NULL;
+    int64_t n = kiln_quantize_tensor(q->plan.to, f32, b->q, q->ne, e, &q->zero_experts, err);
+    if (n < 0) return prefix_err(err, s->path, q->name);
+    if ((uint64_t)n != q->bytes_out)
+        return kiln_fail(err, s->path, q->name, -1, "quantized to %lld bytes, expected %llu", (long long)n,
+                         (unsigned long long)q->bytes_out);
+    return kiln_writer_write(w, b->q, (uint64_t)n, err);
+}
+
+static int write_model(const source *s, const char *out, const kiln_quant_opts *o, kiln_quant_report *r,
+                       const uint64_t *write, kiln_err *err) {
+    outputs os = {0};
+    buffers b = {0};
+    int rc = alloc_buffers(s, r, write, &b, err);
+    if (rc == 0) rc = open_outputs(s, out, o, r, write, &os, err);
+    kiln_progress p;
+    kiln_progress_start(&p, "quantize", r->bytes_in, "B");
+    for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
+        kiln_quant_tensor *q = &r->tensors[i];
+        const src_tensor *t = &s->t[write[i]];
+        rc = write_tensor(s, os.w[os.n > 1 ? t->shard : 0], t, q, o, &b, err);
+        if (rc == 0 && q->zero_experts)
+            warn(r, "%s: %lld of %lld experts have no imatrix data (count 0); they were quantized with weight 1",
+                 q->name, (long long)q->zero_experts, (long long)q->ne[2]);
+        source_done(s, t);
+        kiln_progress_add(&p, q->bytes_in);
+    }
+    kiln_progress_end(&p);
+    free(b.f32);
+    free(b.q);
+    for (uint32_t k = 0; rc == 0 && k < os.n; k++) {
+        uint32_t m = kiln_writer_shard_count(os.w[k]);
+        char **grown = realloc(r->outputs, (r->n_outputs + m) * sizeof *grown);
+        if (!grown) {
+            rc = kiln_fail(err, out, NULL, -1, "out of memory");
+            break;
+        }
+        r->outputs = grown;
+        for (uint32_t j = 0; j < m; j++) r->outputs[r->n_outputs++] = strdup(kiln_writer_shard_path(os.w[k], j));
+    }
+    /* Every shard is complete before the first is renamed into place. */
+    for (uint32_t k = 0; rc == 0 && k < os.n; k++) {
+        rc = kiln_writer_finish(os.w[k], err);
+        os.w[k] = NULL;
+    }
+    if (rc < 0) outputs_abort(&os);
+    free(os.w);
+    return rc;
+}
+
+int kiln_quantize_model(const char *in, const char *out, const kiln_quant_opts *o, kiln_quant_report *r,
+                        kiln_err *err) {
+    double t0 = kiln_now();
+    memset(r, 0, sizeof *r);
+    r->ftype = o->target.ftype;
+    r->input = strdup(in);
+    if (!o->dry_run && !out) return kiln_fail(err, in, NULL, -1, "no output file given");
+    source s;
+    if (source_open(&s, in, err) < 0) return -1;
+    if (o->imatrix) r->imatrix_entries = o->imatrix->n_entries;
+    /* A Hugging Face archive is written in the converter's order, so that
+     * it streams in one pass; the types still follow llama-quantize's
+     * visit. From a directory the file equals convert + quantize. */
+    struct stat st;
+    bool archive = s.hf && !(stat(in, &st) == 0 && S_ISDIR(st.st_mode));
+    uint64_t *visit = visiting_order(&s, o->keep_split && source_shards(&s) > 1), *write = visit;
+    if (archive && (write = malloc((s.n + 1) * sizeof *write)))
+        for (uint64_t i = 0; i < s.n; i++) write[i] = i;
+    int rc = visit && write ? 0 : kiln_fail(err, in, NULL, -1, "out of memory");
+    if (rc == 0) rc = plan_model(&s, visit, write, o, r, err);
+    if (rc == 0) rc = validate(in, o, r, err);
+    if (rc == 0 && !o->dry_run) rc = write_model(&s, out, o, r, write, err);
+    if (write != visit) free(write);
+    free(visit);
+    source_close(&s);
+    r->seconds = kiln_now() - t0;
+    return rc;
+}

@@ -1,0 +1,105 @@
+/* runtime/act_quant.c - activations converted to a weight type's
+ * vec_dot_type, the way ggml's x86 CPU backend does it before a product.
+ *
+ * Q8_0 is NOT the reference quantizer of quantize/q8_0.c: the backend's
+ * from_float (ggml-cpu/arch/x86/quants.c, quantize_row_q8_0) computes the
+ * inverse scale as 127 / amax instead of 1 / (amax / 127) and rounds with
+ * _mm256_round_ps to nearest even, not roundf. Q8_K on x86 is the
+ * reference (quantize_row_q8_K calls quantize_row_q8_K_ref), so the codec
+ * is reused. F16 uses F16C rounding and BF16 ggml's scalar
+ * GGML_FP32_TO_BF16, both in core/fp16.h. */
+#include "vecdot.h"
+
+#include "../core/cpu.h"
+#include "../core/fp16.h"
+#include "../quantize/quants.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
+
+/* A product outside int32 (only when 127 / amax overflowed: x * inf or
+ * 0 * inf) becomes INT32_MIN in cvtps2dq and then -128 after the
+ * saturating packs; ordinary values are within +-127 after rounding. */
+static inline int8_t q8_0_level(float v) {
+    if (!(fabsf(v) < 2147483648.f)) return -128;
+    /* 1.5 * 2^23 pushes the fraction out: round to nearest even, exact
+     * for |v| < 2^22 (every finite v here is below 128.1). */
+    float r = (v + 12582912.f) - 12582912.f;
+    int i = (int)r;
+    return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
+}
+
+static void q8_0_scalar(const float *x, kiln_block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
+        float amax = 0;
+        for (int j = 0; j < KILN_QK; j++) {
+            float a = fabsf(x[j]);
+            amax = amax >= a ? amax : a;
+        }
+        y[i].d = kiln_fp32_to_fp16(amax / 127.f);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        for (int j = 0; j < KILN_QK; j++) y[i].qs[j] = q8_0_level(x[j] * id);
+    }
+}
+
+#ifdef __x86_64__
+/* The same operations on 8 lanes; _mm256_max_ps(a, b) returns b unless
+ * a > b, i.e. the scalar's `amax >= a ? amax : a` with operands swapped
+ * only where they are equal. */
+__attribute__((target("avx2,fma,f16c"))) static void q8_0_avx2(const float *x, kiln_block_q8_0 *y,
+                                                                int64_t nb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
+        __m256 v[4];
+        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        y[i].d = kiln_fp32_to_fp16(amax / 127.f);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], id),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(b, order));
+    }
+}
+#endif
+
+void kiln_act_q8_0(const float *x, kiln_block_q8_0 *y, int64_t n) {
+#ifdef __x86_64__
+    /* The maximum of |x| does not depend on the order, so SIMD and scalar
+     * agree except on NaN inputs, where no two tools agree anyway. */
+    if (kiln_simd() >= KILN_SIMD_AVX2) {
+        q8_0_avx2(x, y, n / KILN_QK);
+        return;
+    }
+#endif
+    q8_0_scalar(x, y, n / KILN_QK);
+}
+
+void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n) {
+    kiln_quantize_row_q8_k_ref(x, y, n);
+}
+
+void kiln_act_round_f16(const float *x, float *y, int64_t n) {
+    uint16_t tmp[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        int64_t m = n - i < 256 ? n - i : 256;
+        kiln_fp32_to_fp16_row(x + i, tmp, m);
+        kiln_fp16_to_fp32_row(tmp, y + i, m);
+    }
+}
+
+void kiln_act_round_bf16(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = kiln_bf16_to_fp32(kiln_fp32_to_bf16(x[i]));
+}

@@ -1,0 +1,23 @@
+/* runtime/ffn.c - the dense feed-forward network: SwiGLU
+ * (down(silu(gate x + bg) * (up x + bu)) + bd) for llama and the qwens,
+ * and GELU (down(gelu(up x + bu)) + bd) for gpt2. Also qwen2moe's shared
+ * expert, which is this same SwiGLU. */
+#include "forward_impl.h"
+
+int kiln_ffn(kiln_ctx *c, const kiln_tensor *gate, const kiln_tensor *gate_b, const kiln_tensor *up,
+             const kiln_tensor *up_b, const kiln_tensor *down, const kiln_tensor *down_b,
+             const float *x, int64_t n, float *out, kiln_err *err) {
+    const int64_t n_ff = up->ne[1];
+    if (kiln_fwd_matmul(c, up, -1, x, n, c->ff_b, err) < 0) return -1;
+    kiln_fwd_bias(c->ff_b, up_b, n, n_ff);
+    if (gate) {
+        if (kiln_fwd_matmul(c, gate, -1, x, n, c->ff_a, err) < 0) return -1;
+        kiln_fwd_bias(c->ff_a, gate_b, n, n_ff);
+        kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, n * n_ff);
+    } else {
+        kiln_gelu(c->ff_b, c->ff_a, n * n_ff, c->p.mode);
+    }
+    if (kiln_fwd_matmul(c, down, -1, c->ff_a, n, out, err) < 0) return -1;
+    kiln_fwd_bias(out, down_b, n, down->ne[1]);
+    return 0;
+}

@@ -1,0 +1,185 @@
+/* runtime/forward.c - contexts and the forward pass of runtime.h: token
+ * (and gpt2 position) embeddings, the blocks, the final norm and the
+ * output projection, over batches of tokens appended to a KV cache.
+ *
+ * A block is: x += attention(norm(x)); x += ffn(norm(x)), with RMS norms
+ * (llama, qwens) or layer norms with bias (gpt2), and a dense or MoE FFN.
+ * The details live in attention.c, ffn.c and moe.c; this file owns the
+ * buffers and the order of operations. */
+#include "forward_impl.h"
+
+#include "../core/types.h"
+#include "../quantize/codec.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest internal batch; longer evaluations run in chunks of this many
+ * tokens, which changes no number (rows are independent). */
+#define KILN_MAX_BATCH 512
+
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+static int alloc_scratch(kiln_ctx *c) {
+    const kiln_hparams *hp = &c->m->hp;
+    const int64_t b = c->n_batch, d = hp->n_embd;
+    const int64_t n_q = hp->head_dim * hp->n_head, n_qkv = n_q + 2 * hp->head_dim * hp->n_head_kv;
+    const int64_t n_ff = max64(hp->n_ff, max64(hp->n_ff_exp, hp->n_ff_shexp));
+    const int64_t k = hp->n_expert_used;
+    float **bufs[] = {&c->x, &c->xn, &c->q, &c->att, &c->tmp, &c->ff_a, &c->ff_b, &c->rope_cs, &c->scores};
+    const int64_t sizes[] = {b * d, b * d, b * n_q, b * n_q, b * max64(d, n_qkv), b * n_ff, b * n_ff,
+                             b * max64(hp->n_rot, 1), (int64_t)c->n_threads * c->n_ctx};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!(*bufs[i] = malloc((size_t)sizes[i] * sizeof(float)))) return -1;
+    if (hp->n_expert == 0) return 0;
+    c->router = malloc((size_t)(b * hp->n_expert) * sizeof(float));
+    c->sel = malloc((size_t)(b * k) * sizeof(int32_t));
+    c->sel_w = malloc((size_t)(b * k) * sizeof(float));
+    c->rows = malloc((size_t)(b * k) * sizeof(int32_t));
+    c->ex_in = malloc((size_t)(b * d) * sizeof(float));
+    c->ex_out = malloc((size_t)(b * d) * sizeof(float));
+    c->slot_out = malloc((size_t)(b * k * d) * sizeof(float));
+    c->sh_gate = malloc((size_t)b * sizeof(float));
+    return c->router && c->sel && c->sel_w && c->rows && c->ex_in && c->ex_out && c->slot_out &&
+                   c->sh_gate
+               ? 0
+               : -1;
+}
+
+kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *err) {
+    kiln_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        kiln_fail(err, NULL, NULL, -1, "out of memory");
+        return NULL;
+    }
+    const kiln_hparams *hp = &m->hp;
+    c->m = m;
+    if (p) c->p = *p;
+    if (c->p.mode != KILN_NUM_GGML && c->p.mode != KILN_NUM_EXACT) {
+        kiln_fail(err, NULL, "mode", -1, "unknown numeric mode %d", (int)c->p.mode);
+        goto fail;
+    }
+    c->n_ctx = c->p.n_ctx > 0 ? c->p.n_ctx : hp->n_ctx_train;
+    c->n_batch = c->n_ctx < KILN_MAX_BATCH ? c->n_ctx : KILN_MAX_BATCH;
+    c->n_threads = omp_get_max_threads();
+    if (c->n_threads < 1) c->n_threads = 1;
+    c->rope = (kiln_rope){.n_rot = hp->n_rot, .neox = hp->rope_neox, .freq_base = hp->rope_freq_base,
+                          .freq_scale = hp->rope_freq_scale,
+                          .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL};
+    if (kiln_kv_init(&c->kv, hp->n_layer, c->n_ctx, hp->head_dim * hp->n_head_kv, err) < 0) goto fail;
+    if (alloc_scratch(c) < 0) {
+        kiln_fail(err, NULL, "n_ctx", -1, "out of memory for the buffers of %lld positions",
+                  (long long)c->n_ctx);
+        goto fail;
+    }
+    return c;
+fail:
+    kiln_ctx_free(c);
+    return NULL;
+}
+
+void kiln_ctx_free(kiln_ctx *c) {
+    if (!c) return;
+    kiln_kv_free(&c->kv);
+    void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
+                    c->rope_cs, c->scores, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
+                    c->ex_out, c->slot_out, c->sh_gate};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+void kiln_ctx_clear(kiln_ctx *c) {
+    c->n_past = 0;
+}
+
+int64_t kiln_ctx_n_past(const kiln_ctx *c) {
+    return c->n_past;
+}
+
+/* Writes row `id` of a token or position table (any readable type) as
+ * floats, as ggml_get_rows does. */
+static void get_row(const kiln_tensor *t, int64_t id, float *dst) {
+    const uint64_t rb = kiln_type_row_bytes(t->type, (uint64_t)t->ne[0]);
+    kiln_codec_get(t->type)->dequantize_row(t->data + (uint64_t)id * rb, dst, t->ne[0]);
+}
+
+static void embed(kiln_ctx *c, const int32_t *tokens, int64_t n) {
+    const kiln_model *m = c->m;
+    const int64_t d = m->hp.n_embd;
+    for (int64_t t = 0; t < n; t++) {
+        get_row(m->tok_embd, tokens[t], c->x + t * d);
+        if (m->pos_embd) {
+            get_row(m->pos_embd, c->n_past + t, c->xn);
+            kiln_vec_add(c->x + t * d, c->xn, d);
+        }
+    }
+}
+
+/* The norm in front of a block or the output: RMS for llama and the
+ * qwens, layer norm with bias for gpt2. */
+static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor *b, const float *x,
+                      float *y, int64_t n) {
+    const kiln_hparams *hp = &c->m->hp;
+    const float *wv = (const float *)w->data, *bv = b ? (const float *)b->data : NULL;
+    for (int64_t t = 0; t < n; t++) {
+        if (hp->arch == KILN_ARCH_GPT2)
+            kiln_layer_norm(x + t * hp->n_embd, wv, bv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
+        else
+            kiln_rms_norm(x + t * hp->n_embd, wv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
+    }
+}
+
+static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+    const kiln_hparams *hp = &c->m->hp;
+    const kiln_layer *L = &c->m->layers[il];
+    const int64_t d = hp->n_embd;
+    norm_rows(c, L->attn_norm, L->attn_norm_b, c->x, c->xn, n);
+    if (kiln_attention_block(c, il, n, err) < 0) return -1;
+    kiln_vec_add(c->x, c->tmp, n * d);
+    norm_rows(c, L->ffn_norm, L->ffn_norm_b, c->x, c->xn, n);
+    int r = L->ffn_gate_inp ? kiln_moe_block(c, il, c->xn, n, c->tmp, err)
+                            : kiln_ffn(c, L->ffn_gate, L->ffn_gate_b, L->ffn_up, L->ffn_up_b, L->ffn_down,
+                                       L->ffn_down_b, c->xn, n, c->tmp, err);
+    if (r < 0) return -1;
+    kiln_vec_add(c->x, c->tmp, n * d);
+    return 0;
+}
+
+/* Evaluates n <= n_batch tokens at positions n_past.. and advances n_past. */
+static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
+    const kiln_model *m = c->m;
+    embed(c, tokens, n);
+    for (int64_t t = 0; t < n && c->rope.n_rot > 0; t++)
+        kiln_rope_angles(&c->rope, c->n_past + t, c->rope_cs + t * c->rope.n_rot);
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (block(c, il, n, err) < 0) return -1;
+    if (logits || (c->p.hook && c->p.hook_output)) {
+        norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
+        if (kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err) < 0) return -1;
+    }
+    c->n_past += n;
+    return 0;
+}
+
+int kiln_eval(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
+    const kiln_hparams *hp = &c->m->hp;
+    if (n < 0) return kiln_fail(err, NULL, NULL, -1, "negative token count");
+    if (n > c->n_ctx - c->n_past)
+        return kiln_fail(err, NULL, "n_ctx", -1, "%lld tokens after %lld overflow a context of %lld",
+                         (long long)n, (long long)c->n_past, (long long)c->n_ctx);
+    if (c->m->pos_embd && c->n_past + n > hp->n_ctx_train)
+        return kiln_fail(err, NULL, "position_embd.weight", -1, "position %lld beyond the %lld learned",
+                         (long long)(c->n_past + n - 1), (long long)hp->n_ctx_train);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return kiln_fail(err, NULL, "tokens", i, "id %d is not in the vocabulary of %lld",
+                             (int)tokens[i], (long long)hp->n_vocab);
+    for (int64_t i = 0; i < n; i += c->n_batch) {
+        const int64_t len = n - i < c->n_batch ? n - i : c->n_batch;
+        if (eval_chunk(c, tokens + i, len, logits ? logits + i * hp->n_vocab : NULL, err) < 0) return -1;
+    }
+    return 0;
+}

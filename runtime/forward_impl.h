@@ -1,0 +1,75 @@
+/* runtime/forward_impl.h - what the pieces of the forward pass share
+ * (forward.c, attention.c, ffn.c, moe.c, fwd_matmul.c): the context with
+ * its KV cache and scratch buffers, and the block-level entry points.
+ * Not part of the public API (runtime.h is).
+ *
+ * Tokens are evaluated in chunks of at most n_batch; every scratch buffer
+ * holds n_batch rows, allocated once in kiln_ctx_new, so evaluation never
+ * allocates per token. Rows are row-major: row t of a buffer of width w
+ * starts at t * w. */
+#ifndef KILN_FORWARD_IMPL_H
+#define KILN_FORWARD_IMPL_H
+
+#include "kv_cache.h"
+#include "ops.h"
+#include "runtime.h"
+
+struct kiln_ctx {
+    const kiln_model *m;
+    kiln_ctx_params p;
+    int64_t n_ctx, n_past, n_batch;
+    kiln_kv_cache kv;
+    kiln_rope rope;
+    int n_threads;     /* attention workers; scores holds one row each */
+
+    float *x;          /* residual stream, n_embd per token */
+    float *xn;         /* normed input of the current block, n_embd */
+    float *q;          /* queries, n_head * head_dim */
+    float *att;        /* attention output before wo, n_head * head_dim */
+    float *tmp;        /* a block's output (or fused qkv), max(n_embd, qkv) */
+    float *ff_a, *ff_b; /* FFN hidden activations, largest FFN width */
+    float *rope_cs;    /* RoPE (cos, sin) of each token, n_rot */
+    float *scores;     /* attention weights, n_ctx per worker */
+
+    /* MoE routing: per token the selected experts and their weights, and
+     * per (token, slot) the weighted expert output, summed in slot order */
+    float *router;     /* n_expert */
+    int32_t *sel;      /* n_expert_used */
+    float *sel_w;      /* n_expert_used */
+    int32_t *rows;     /* (token * n_expert_used + slot) routed to one expert */
+    float *ex_in, *ex_out; /* gathered inputs / outputs of one expert, n_embd */
+    float *slot_out;   /* n_expert_used * n_embd */
+    float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
+};
+
+/* y = W x for n rows of x, W a weight of the model (expert >= 0: that
+ * expert's slab of a 3-D tensor), in the context's numeric mode. Calls
+ * the hook with x first when one is set (for the output tensor only with
+ * hook_output). y == NULL only calls the hook. Returns 0 or -1 with a
+ * message naming the tensor. */
+int kiln_fwd_matmul(kiln_ctx *c, const kiln_tensor *w, int expert, const float *x, int64_t n,
+                    float *y, kiln_err *err);
+
+/* y[t] += b for each of n rows of width w; b may be NULL. */
+void kiln_fwd_bias(float *y, const kiln_tensor *b, int64_t n, int64_t w);
+
+/* Self-attention of block il for the n tokens at positions n_past..:
+ * reads c->xn, appends their keys and values to the cache and writes the
+ * projected output (n x n_embd) to c->tmp. */
+int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+
+/* Attention of the n queries in c->q against cache layer il (causal),
+ * into c->att. Exposed for the tests. */
+void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
+
+/* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU
+ * (gpt2). Biases may be NULL. Uses c->ff_a / c->ff_b. */
+int kiln_ffn(kiln_ctx *c, const kiln_tensor *gate, const kiln_tensor *gate_b, const kiln_tensor *up,
+             const kiln_tensor *up_b, const kiln_tensor *down, const kiln_tensor *down_b,
+             const float *x, int64_t n, float *out, kiln_err *err);
+
+/* Mixture-of-experts FFN of block il (plus qwen2moe's shared expert) of x
+ * (n rows) into out. */
+int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *out, kiln_err *err);
+
+#endif

@@ -1,0 +1,37 @@
+/* runtime/kv_cache.h - the attention keys and values of every position a
+ * context has read, in f32 (as the golden logits were made: type_k =
+ * type_v = F32).
+ *
+ * One block per layer, each n_ctx rows of n_head_kv * head_dim floats:
+ * keys and values both position-major, so one position's heads are
+ * adjacent and appending a batch is a copy of whole rows. Pages are
+ * touched only as positions are written, so a large n_ctx costs address
+ * space, not memory, until it is used. */
+#ifndef KILN_KV_CACHE_H
+#define KILN_KV_CACHE_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+
+typedef struct kiln_kv_cache {
+    int64_t n_layer, n_ctx, row; /* row: floats per position */
+    float *k, *v;
+} kiln_kv_cache;
+
+/* Allocates an empty cache. Returns 0, or -1 with a message when out of
+ * memory. */
+int kiln_kv_init(kiln_kv_cache *c, int64_t n_layer, int64_t n_ctx, int64_t row, kiln_err *err);
+
+/* Frees the buffers; the struct may be initialised again. */
+void kiln_kv_free(kiln_kv_cache *c);
+
+/* Row of position pos in layer il. */
+static inline float *kiln_kv_k(const kiln_kv_cache *c, int64_t il, int64_t pos) {
+    return c->k + (il * c->n_ctx + pos) * c->row;
+}
+static inline float *kiln_kv_v(const kiln_kv_cache *c, int64_t il, int64_t pos) {
+    return c->v + (il * c->n_ctx + pos) * c->row;
+}
+
+#endif

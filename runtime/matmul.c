@@ -1,0 +1,151 @@
+/* runtime/matmul.c - kiln_matmul: chooses the numeric path for a weight
+ * type and mode, converts the activations, and spreads the rows over
+ * OpenMP threads. The arithmetic lives in the vecdot_*.c kernels (see
+ * vecdot.h for the map).
+ *
+ *   KILN_NUM_GGML, quantized weights: activations -> Q8_0 / Q8_K as ggml's
+ *     CPU backend makes them, then ggml's block dot products - the
+ *     reference code at the scalar level, the panel kernels otherwise
+ *     (identical bits);
+ *   KILN_NUM_GGML, F32 / F16 / BF16: activations rounded to the weight's
+ *     precision (products are then exact), f32 accumulation in a fixed
+ *     order (vecdot_float.c);
+ *   KILN_NUM_EXACT: every type dequantized to f32, f32 activations, the
+ *     same fixed-order accumulation.
+ *
+ * Every output depends only on its row and its token: not on the SIMD
+ * level, the thread count or how many tokens share the call. */
+#include "matmul.h"
+
+#include "vecdot.h"
+
+#include "../core/cpu.h"
+#include "../core/types.h"
+#include "../quantize/codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A weight matrix as the f32 path's row source. */
+typedef struct wsrc {
+    const uint8_t *w;
+    int64_t row_bytes;
+    uint32_t block, block_bytes;
+    kiln_dequantize_fn dequantize;
+} wsrc;
+
+static void rows_f32(const void *ctx, int64_t r0, int64_t nr, int64_t k0, int64_t nk, float *dst,
+                     int64_t ld) {
+    const wsrc *s = ctx;
+    const uint8_t *p = s->w + r0 * s->row_bytes + k0 / s->block * s->block_bytes;
+    for (int64_t i = 0; i < nr; i++, p += s->row_bytes) s->dequantize(p, dst + i * ld, nk);
+}
+
+static bool is_float_type(uint32_t t) {
+    return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16;
+}
+
+static int float_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                        int64_t n_tokens, float *y, kiln_numeric_mode mode) {
+    const kiln_codec *c = kiln_codec_get(wtype);
+    const kiln_type_info *ti = kiln_type_get(wtype);
+    if (!c || !c->dequantize_row || !ti) return -1;
+    wsrc s = {w, (int64_t)kiln_type_row_bytes(wtype, (uint64_t)n_in), ti->block_size, ti->type_size,
+              c->dequantize_row};
+
+    /* ggml converts activations to the weight's own f16 / bf16 first */
+    float *xr = NULL;
+    if (mode == KILN_NUM_GGML && wtype != KILN_F32) {
+        xr = malloc((size_t)(n_tokens * n_in) * sizeof(float));
+        if (!xr) return -1;
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            if (wtype == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
+            else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
+        }
+    }
+    kiln_fgemm(rows_f32, &s, n_in, n_out, xr ? xr : x, n_tokens, y);
+    free(xr);
+    return 0;
+}
+
+/* Activations of every token in the type's vec_dot_type, then (above
+ * the scalar level) in the panel kernels' byte layout. */
+static int quant_matmul(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
+                        const float *x, int64_t n_tokens, float *y) {
+    const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
+    const int64_t act_row = nb * qt->act_bytes;
+    uint8_t *act = malloc((size_t)(n_tokens * act_row));
+    if (!act) return -1;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n_tokens; t++) {
+        if (qt->act_type == KILN_Q8_0) kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
+        else kiln_act_q8_k(x + t * n_in, (kiln_block_q8_k *)(act + t * act_row), n_in);
+    }
+
+    if (kiln_simd() == KILN_SIMD_SCALAR) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_out; r++)
+            for (int64_t t = 0; t < n_tokens; t++)
+                y[t * n_out + r] = qt->dot(n_in, (const uint8_t *)w + r * row_bytes, act + t * act_row);
+        free(act);
+        return 0;
+    }
+
+    const bool kq = qt->act_type == KILN_Q8_K;
+    uint8_t *u = malloc((size_t)(n_tokens * n_in));
+    float *d = malloc((size_t)(n_tokens * nb) * sizeof(float));
+    int16_t *bs = kq ? malloc((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : NULL;
+    int rc = 0;
+    if (!u || !d || (kq && !bs)) {
+        rc = -1;
+        goto done;
+    }
+    const kiln_pact A = {u, d, bs, n_in, nb};
+    const int64_t pbytes = kiln_panel_bytes(qt, n_in);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++)
+            kiln_pact_pack(qt, act + t * act_row, n_in, u + t * n_in, d + t * nb, kq ? bs + t * (n_in / 16) : NULL);
+
+        void *panel = aligned_alloc(64, (size_t)pbytes);
+#pragma omp for schedule(static)
+        for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
+            const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
+            if (!panel) {
+                /* out of memory for a panel: this thread's rows the slow way */
+                for (int r = 0; r < nr; r++)
+                    for (int64_t t = 0; t < n_tokens; t++)
+                        y[t * n_out + r0 + r] =
+                            qt->dot(n_in, (const uint8_t *)w + (r0 + r) * row_bytes, act + t * act_row);
+                continue;
+            }
+            kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
+            kiln_qgemm_panel(qt, panel, &A, 0, n_tokens, y + r0, n_out, nr);
+        }
+        free(panel);
+    }
+done:
+    free(u);
+    free(d);
+    free(bs);
+    free(act);
+    return rc;
+}
+
+int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                int64_t n_tokens, float *y, kiln_numeric_mode mode) {
+    const kiln_type_info *ti = kiln_type_get(wtype);
+    if (!ti || n_in < 0 || n_in % ti->block_size) return -1;
+    if (n_out <= 0 || n_tokens <= 0) return 0;
+    if (n_in == 0) {
+        memset(y, 0, (size_t)(n_out * n_tokens) * sizeof(float));
+        return 0;
+    }
+    if (mode == KILN_NUM_GGML && !is_float_type(wtype)) {
+        const kiln_qtype *qt = kiln_qtype_get(wtype);
+        return qt ? quant_matmul(qt, w, n_in, n_out, x, n_tokens, y) : -1;
+    }
+    return float_matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode);
+}

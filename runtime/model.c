@@ -1,0 +1,351 @@
+/* runtime/model.c - opening a GGUF for evaluation: the hyper-parameters
+ * llama.cpp reads from the metadata and the weights it looks up by name.
+ *
+ * Every weight is resolved to a tensor in the mapping and checked against
+ * the shape llama.cpp's loader expects, so a malformed file fails here,
+ * naming the tensor, instead of producing wrong logits later. Nothing is
+ * copied or converted; the forward pass reads the weights in place.
+ *
+ * Deliberately refused rather than approximated: per-layer head counts or
+ * FFN sizes, value heads of another size than key heads, and RoPE scaling
+ * other than none/linear (YaRN, LongRoPE). */
+#include "model.h"
+
+#include "../core/types.h"
+#include "../quantize/codec.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    kiln_arch arch;
+} ARCHS[] = {
+    {"llama", KILN_ARCH_LLAMA},       {"qwen2", KILN_ARCH_QWEN2},
+    {"qwen3", KILN_ARCH_QWEN3},       {"qwen2moe", KILN_ARCH_QWEN2MOE},
+    {"qwen3moe", KILN_ARCH_QWEN3MOE}, {"gpt2", KILN_ARCH_GPT2},
+};
+
+/* What the lookups below share; `failed` lets a whole table of lookups
+ * run and report the first error. */
+typedef struct loader {
+    const kiln_gguf *g;
+    const char *path;
+    const char *arch;
+    kiln_err *err;
+    bool failed;
+} loader;
+
+/* Reads the integer ARCH.suffix into *out. A per-layer array is accepted
+ * when its elements are all equal, since kiln's blocks share one shape.
+ * Returns 1 when read, 0 when absent (out untouched), -1 on error. */
+static int get_int(loader *L, const char *suffix, int64_t *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    const kiln_kv *kv = kiln_gguf_find_kv(L->g, key);
+    if (!kv) return 0;
+    if (kv->val.type == KILN_GGUF_ARRAY) {
+        const kiln_array *a = &kv->val.arr;
+        if (a->n == 0 || a->type == KILN_GGUF_STRING || a->type == KILN_GGUF_ARRAY ||
+            a->type == KILN_GGUF_FLOAT32 || a->type == KILN_GGUF_FLOAT64)
+            return kiln_fail(L->err, L->path, key, -1, "expected integers");
+        int64_t v0 = kiln_array_i64(a, 0);
+        for (uint64_t i = 1; i < a->n; i++)
+            if (kiln_array_i64(a, i) != v0)
+                return kiln_fail(L->err, L->path, key, -1,
+                                 "per-layer values differ; kiln supports uniform blocks only");
+        *out = v0;
+        return 1;
+    }
+    if (!kiln_gguf_get_i64(L->g, key, out))
+        return kiln_fail(L->err, L->path, key, -1, "expected an integer");
+    return 1;
+}
+
+/* As get_int, but absence is an error too, and the value must be > 0. */
+static int need_int(loader *L, const char *suffix, int64_t *out) {
+    int r = get_int(L, suffix, out);
+    if (r < 0) return -1;
+    if (r == 0) return kiln_fail(L->err, L->path, suffix, -1, "missing key %s.%s", L->arch, suffix);
+    if (*out <= 0) return kiln_fail(L->err, L->path, suffix, -1, "must be positive, got %lld", (long long)*out);
+    return 0;
+}
+
+/* Reads the float ARCH.suffix; returns 1, 0 when absent, -1 when not a number. */
+static int get_float(loader *L, const char *suffix, float *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    if (!kiln_gguf_find_kv(L->g, key)) return 0;
+    double d;
+    if (!kiln_gguf_get_f64(L->g, key, &d)) return kiln_fail(L->err, L->path, key, -1, "expected a number");
+    *out = (float)d;
+    return 1;
+}
+
+/* RoPE frequency scale as llama.cpp derives it: rope.scaling.factor (or the
+ * older rope.scale_linear) inverted; type "none" disables it. */
+static int read_rope(loader *L, kiln_hparams *hp) {
+    hp->rope_freq_base = 10000.0f;
+    if (get_float(L, "rope.freq_base", &hp->rope_freq_base) < 0) return -1;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
+    kiln_str type = {"linear", 6};
+    if (kiln_gguf_find_kv(L->g, key) && !kiln_gguf_get_str(L->g, key, &type))
+        return kiln_fail(L->err, L->path, key, -1, "expected a string");
+    bool none = kiln_str_eq(type, "none");
+    if (!none && !kiln_str_eq(type, "linear"))
+        return kiln_fail(L->err, L->path, key, -1, "RoPE scaling '%.*s' is not supported (none, linear)",
+                         (int)type.len, type.ptr);
+    float factor = 0.0f;
+    int r = get_float(L, "rope.scaling.factor", &factor);
+    if (r == 0) r = get_float(L, "rope.scale_linear", &factor);
+    if (r < 0) return -1;
+    hp->rope_freq_scale = (factor == 0.0f || none) ? 1.0f : 1.0f / factor;
+    return 0;
+}
+
+static int read_arch(loader *L, kiln_hparams *hp) {
+    kiln_str name;
+    if (!kiln_gguf_get_str(L->g, "general.architecture", &name))
+        return kiln_fail(L->err, L->path, "general.architecture", -1, "missing or not a string");
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++) {
+        if (kiln_str_eq(name, ARCHS[i].name)) {
+            hp->arch = ARCHS[i].arch;
+            snprintf(hp->arch_name, sizeof hp->arch_name, "%s", ARCHS[i].name);
+            L->arch = hp->arch_name;
+            return 0;
+        }
+    }
+    return kiln_fail(L->err, L->path, "general.architecture", -1,
+                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2)",
+                     (int)(name.len > 64 ? 64 : name.len), name.ptr);
+}
+
+/* Expert counts and sizes; llama.cpp fixes the top-k renormalisation per
+ * architecture (it does not read ARCH.expert_weights_norm for these). */
+static int read_experts(loader *L, kiln_hparams *hp) {
+    if (get_int(L, "expert_count", &hp->n_expert) < 0) return -1;
+    if (get_int(L, "expert_used_count", &hp->n_expert_used) < 0) return -1;
+    bool moe_arch = hp->arch == KILN_ARCH_QWEN2MOE || hp->arch == KILN_ARCH_QWEN3MOE;
+    if (hp->arch != KILN_ARCH_LLAMA && !moe_arch) hp->n_expert = hp->n_expert_used = 0;
+    if (moe_arch && hp->n_expert == 0)
+        return kiln_fail(L->err, L->path, "expert_count", -1, "%s needs experts", L->arch);
+    if (hp->n_expert < 0 || hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert ||
+        (hp->n_expert > 0 && hp->n_expert_used == 0))
+        return kiln_fail(L->err, L->path, "expert_used_count", -1, "%lld of %lld experts is invalid",
+                         (long long)hp->n_expert_used, (long long)hp->n_expert);
+    hp->n_ff_exp = hp->n_ff;
+    if (moe_arch) {
+        int r = get_int(L, "expert_feed_forward_length", &hp->n_ff_exp);
+        if (r < 0) return -1;
+        if (r == 0) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
+    }
+    if (hp->arch == KILN_ARCH_QWEN2MOE) {
+        hp->n_ff_shexp = hp->n_ff;
+        if (get_int(L, "expert_shared_feed_forward_length", &hp->n_ff_shexp) < 0) return -1;
+    }
+    hp->expert_weights_norm = hp->arch != KILN_ARCH_QWEN2MOE;
+    if (hp->n_expert > 0 && hp->n_ff_exp <= 0)
+        return kiln_fail(L->err, L->path, "expert_feed_forward_length", -1, "missing");
+    return 0;
+}
+
+static int read_hparams(loader *L, kiln_hparams *hp) {
+    if (read_arch(L, hp) < 0) return -1;
+    if (need_int(L, "context_length", &hp->n_ctx_train) < 0 ||
+        need_int(L, "embedding_length", &hp->n_embd) < 0 ||
+        need_int(L, "block_count", &hp->n_layer) < 0 ||
+        need_int(L, "attention.head_count", &hp->n_head) < 0)
+        return -1;
+    if (get_int(L, "feed_forward_length", &hp->n_ff) < 0) return -1;
+    hp->n_head_kv = hp->n_head;
+    if (get_int(L, "attention.head_count_kv", &hp->n_head_kv) < 0) return -1;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
+        return kiln_fail(L->err, L->path, "attention.head_count_kv", -1,
+                         "%lld does not divide head_count %lld", (long long)hp->n_head_kv,
+                         (long long)hp->n_head);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if (get_int(L, "attention.key_length", &hp->head_dim) < 0) return -1;
+    int64_t v_len = hp->head_dim;
+    if (get_int(L, "attention.value_length", &v_len) < 0) return -1;
+    if (hp->head_dim <= 0 || v_len != hp->head_dim)
+        return kiln_fail(L->err, L->path, "attention.value_length", -1,
+                         "value heads of %lld differ from key heads of %lld", (long long)v_len,
+                         (long long)hp->head_dim);
+
+    if (hp->arch == KILN_ARCH_GPT2) {
+        hp->n_rot = 0;
+        if (get_float(L, "attention.layer_norm_epsilon", &hp->norm_eps) != 1)
+            return kiln_fail(L->err, L->path, "attention.layer_norm_epsilon", -1, "missing");
+    } else {
+        if (get_float(L, "attention.layer_norm_rms_epsilon", &hp->norm_eps) != 1)
+            return kiln_fail(L->err, L->path, "attention.layer_norm_rms_epsilon", -1, "missing");
+        hp->n_rot = hp->head_dim;
+        if (get_int(L, "rope.dimension_count", &hp->n_rot) < 0) return -1;
+        /* every supported builder asserts n_rot == head size */
+        if (hp->n_rot != hp->head_dim)
+            return kiln_fail(L->err, L->path, "rope.dimension_count", -1,
+                             "%lld differs from the head size %lld", (long long)hp->n_rot,
+                             (long long)hp->head_dim);
+        hp->rope_neox = hp->arch != KILN_ARCH_LLAMA;
+        if (read_rope(L, hp) < 0) return -1;
+    }
+    return read_experts(L, hp);
+}
+
+enum { OPT = 0, REQ = 1, VEC = 2 };
+
+/* Finds the tensor named by fmt and checks it against the expected shape
+ * (ne[0] first, absent dimensions 1). VEC tensors (norms, biases) must be
+ * F32, as they are used as plain float arrays; matrices must be of a type
+ * kiln can read, with whole blocks per row. Returns NULL when the tensor is
+ * missing (an error when REQ) or wrong (always an error); errors set
+ * L->failed and later calls then do nothing. */
+static const kiln_tensor *find(loader *L, int flags, int64_t ne0, int64_t ne1, int64_t ne2,
+                               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static const kiln_tensor *find(loader *L, int flags, int64_t ne0, int64_t ne1, int64_t ne2,
+                               const char *fmt, ...) {
+    if (L->failed) return NULL;
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    const kiln_tensor *t = kiln_gguf_find_tensor(L->g, name);
+    if (!t) {
+        if (flags & REQ) {
+            kiln_fail(L->err, L->path, name, -1, "tensor is missing");
+            L->failed = true;
+        }
+        return NULL;
+    }
+    int64_t want[KILN_GGUF_MAX_DIMS] = {ne0, ne1, ne2, 1};
+    if (memcmp(t->ne, want, sizeof want) != 0) {
+        kiln_fail(L->err, L->path, name, -1,
+                  "shape [%lld, %lld, %lld, %lld] but expected [%lld, %lld, %lld, 1]",
+                  (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                  (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
+        L->failed = true;
+        return NULL;
+    }
+    const kiln_type_info *ti = kiln_type_get(t->type);
+    if ((flags & VEC) && t->type != KILN_F32) {
+        kiln_fail(L->err, L->path, name, -1, "type %s, but norms and biases must be F32",
+                  kiln_type_name(t->type));
+        L->failed = true;
+        return NULL;
+    }
+    if (!ti || !kiln_can_dequantize(t->type) || ne0 % ti->block_size != 0) {
+        kiln_fail(L->err, L->path, name, -1, "type %s with rows of %lld cannot be evaluated",
+                  kiln_type_name(t->type), (long long)ne0);
+        L->failed = true;
+        return NULL;
+    }
+    return t;
+}
+
+static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
+    const int64_t n_embd = hp->n_embd, n_q = hp->head_dim * hp->n_head;
+    const int64_t n_kv = hp->head_dim * hp->n_head_kv;
+    const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
+    y->attn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    y->attn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_norm.bias", (long long)i);
+    if (gpt2) {
+        y->wqkv = find(L, REQ, n_embd, n_q + 2 * n_kv, 1, "blk.%lld.attn_qkv.weight", (long long)i);
+        y->bqkv = find(L, VEC | REQ, n_q + 2 * n_kv, 1, 1, "blk.%lld.attn_qkv.bias", (long long)i);
+    } else {
+        y->wq = find(L, REQ, n_embd, n_q, 1, "blk.%lld.attn_q.weight", (long long)i);
+        y->wk = find(L, REQ, n_embd, n_kv, 1, "blk.%lld.attn_k.weight", (long long)i);
+        y->wv = find(L, REQ, n_embd, n_kv, 1, "blk.%lld.attn_v.weight", (long long)i);
+        y->bq = find(L, VEC | OPT, n_q, 1, 1, "blk.%lld.attn_q.bias", (long long)i);
+        y->bk = find(L, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_k.bias", (long long)i);
+        y->bv = find(L, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_v.bias", (long long)i);
+    }
+    y->wo = find(L, REQ, n_q, n_embd, 1, "blk.%lld.attn_output.weight", (long long)i);
+    y->bo = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_output.bias", (long long)i);
+    if (hp->arch == KILN_ARCH_QWEN3 || hp->arch == KILN_ARCH_QWEN3MOE) {
+        y->attn_q_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
+        y->attn_k_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
+    }
+}
+
+static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
+    const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff;
+    const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
+    y->ffn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
+    y->ffn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_norm.bias", (long long)i);
+    if (hp->n_expert == 0) {
+        if (!gpt2) y->ffn_gate = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
+        y->ffn_up = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
+        y->ffn_down = find(L, REQ, n_ff, n_embd, 1, "blk.%lld.ffn_down.weight", (long long)i);
+        if (!gpt2) y->ffn_gate_b = find(L, VEC | OPT, n_ff, 1, 1, "blk.%lld.ffn_gate.bias", (long long)i);
+        y->ffn_up_b = find(L, VEC | (gpt2 ? REQ : OPT), n_ff, 1, 1, "blk.%lld.ffn_up.bias", (long long)i);
+        y->ffn_down_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_down.bias", (long long)i);
+        return;
+    }
+    const int64_t n_exp = hp->n_expert, n_ff_exp = hp->n_ff_exp;
+    y->ffn_gate_inp = find(L, REQ, n_embd, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+    y->ffn_gate_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
+    y->ffn_up_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
+    y->ffn_down_exps = find(L, REQ, n_ff_exp, n_embd, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_QWEN2MOE) {
+        const int64_t n_sh = hp->n_ff_shexp;
+        y->ffn_gate_inp_shexp = find(L, REQ, n_embd, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
+        y->ffn_gate_shexp = find(L, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
+        y->ffn_up_shexp = find(L, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
+        y->ffn_down_shexp = find(L, REQ, n_sh, n_embd, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
+    }
+}
+
+static int find_tensors(loader *L, kiln_model *m) {
+    const kiln_hparams *hp = &m->hp;
+    const int64_t n_embd = hp->n_embd;
+    const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
+    if (hp->n_expert == 0 && hp->n_ff <= 0)
+        return kiln_fail(L->err, L->path, "feed_forward_length", -1, "missing");
+    m->tok_embd = find(L, REQ, n_embd, hp->n_vocab, 1, "token_embd.weight");
+    if (gpt2) m->pos_embd = find(L, REQ, n_embd, hp->n_ctx_train, 1, "position_embd.weight");
+    m->output_norm = find(L, VEC | REQ, n_embd, 1, 1, "output_norm.weight");
+    m->output_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "output_norm.bias");
+    m->output = find(L, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
+    if (!m->output) m->output = m->tok_embd; /* tied embeddings */
+    if (hp->arch == KILN_ARCH_LLAMA)
+        m->rope_freqs = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_freqs.weight");
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return kiln_fail(L->err, L->path, NULL, -1, "out of memory");
+    for (int64_t i = 0; i < hp->n_layer && !L->failed; i++) {
+        find_attention(L, hp, i, &m->layers[i]);
+        find_ffn(L, hp, i, &m->layers[i]);
+    }
+    return L->failed ? -1 : 0;
+}
+
+kiln_model *kiln_model_load(const char *path, kiln_err *err) {
+    kiln_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        kiln_fail(err, path, NULL, -1, "out of memory");
+        return NULL;
+    }
+    m->gguf = kiln_gguf_open(path, err);
+    if (!m->gguf) goto fail;
+    loader L = {.g = m->gguf, .path = path, .err = err};
+    if (read_hparams(&L, &m->hp) < 0) goto fail;
+    m->tok = kiln_tokenizer_load(m->gguf, err);
+    if (!m->tok) goto fail;
+    m->hp.n_vocab = kiln_tokenizer_n_vocab(m->tok);
+    if (find_tensors(&L, m) < 0) goto fail;
+    return m;
+fail:
+    kiln_model_free(m);
+    return NULL;
+}
+
+void kiln_model_free(kiln_model *m) {
+    if (!m) return;
+    kiln_tokenizer_free(m->tok);
+    free(m->layers);
+    kiln_gguf_close(m->gguf);
+    free(m);
+}

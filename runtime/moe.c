@@ -1,0 +1,96 @@
+/* runtime/moe.c - the mixture-of-experts FFN, as llama.cpp's
+ * build_moe_ffn computes it:
+ *
+ *   probs   = softmax(router x)                 over all experts
+ *   experts = the n_expert_used largest probs, largest first
+ *   w       = their probs, divided by their sum when the architecture
+ *             renormalises (llama/mixtral, qwen3moe; not qwen2moe), the
+ *             sum clamped below at 2^-14 as llama.cpp does
+ *   out     = sum over slots, in order, of w * down(silu(gate x) * up x)
+ *
+ * plus, for qwen2moe, a shared SwiGLU expert scaled by
+ * sigmoid(gate_inp_shexp . x). Tokens are grouped by expert so each
+ * expert's three products run once per batch on exactly the rows routed
+ * to it (which is also what the imatrix hook sees). */
+#include "forward_impl.h"
+
+#include <string.h>
+
+/* Softmax of one token's router logits, then the k best experts (ties go
+ * to the lower index) and their weights. */
+static void route(const kiln_hparams *hp, float *probs, int32_t *sel, float *w) {
+    const int64_t n_exp = hp->n_expert, k = hp->n_expert_used;
+    kiln_softmax(probs, n_exp, 1.0f);
+    for (int64_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < (int32_t)n_exp; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+        }
+        sel[j] = best;
+        w[j] = probs[best];
+    }
+    if (!hp->expert_weights_norm) return;
+    double sum = 0.0; /* as ggml_sum_rows: in double, rounded to float */
+    for (int64_t j = 0; j < k; j++) sum += (double)w[j];
+    float s = (float)sum;
+    if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+    for (int64_t j = 0; j < k; j++) w[j] = w[j] / s;
+}
+
+/* Runs expert e on the `m` (token, slot) pairs in c->rows and stores each
+ * weighted output in c->slot_out. */
+static int run_expert(kiln_ctx *c, const kiln_layer *L, int e, const float *x, int64_t m, kiln_err *err) {
+    const kiln_hparams *hp = &c->m->hp;
+    const int64_t d = hp->n_embd, f = hp->n_ff_exp, k = hp->n_expert_used;
+    for (int64_t i = 0; i < m; i++) memcpy(c->ex_in + i * d, x + (c->rows[i] / k) * d, (size_t)d * sizeof(float));
+    if (kiln_fwd_matmul(c, L->ffn_up_exps, e, c->ex_in, m, c->ff_b, err) < 0 ||
+        kiln_fwd_matmul(c, L->ffn_gate_exps, e, c->ex_in, m, c->ff_a, err) < 0)
+        return -1;
+    kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, m * f);
+    if (kiln_fwd_matmul(c, L->ffn_down_exps, e, c->ff_a, m, c->ex_out, err) < 0) return -1;
+    for (int64_t i = 0; i < m; i++) {
+        const float wt = c->sel_w[c->rows[i]];
+        const float *src = c->ex_out + i * d;
+        float *dst = c->slot_out + (int64_t)c->rows[i] * d;
+        for (int64_t j = 0; j < d; j++) dst[j] = src[j] * wt;
+    }
+    return 0;
+}
+
+/* qwen2moe: out += sigmoid(gate_inp_shexp . x) * swiglu_ffn_shexp(x). */
+static int shared_expert(kiln_ctx *c, const kiln_layer *L, const float *x, int64_t n, float *out,
+                         kiln_err *err) {
+    const int64_t d = c->m->hp.n_embd;
+    if (kiln_fwd_matmul(c, L->ffn_gate_inp_shexp, -1, x, n, c->sh_gate, err) < 0 ||
+        kiln_ffn(c, L->ffn_gate_shexp, NULL, L->ffn_up_shexp, NULL, L->ffn_down_shexp, NULL, x, n,
+                 c->ex_out, err) < 0)
+        return -1;
+    for (int64_t t = 0; t < n; t++) {
+        const float g = kiln_sigmoid(c->sh_gate[t], c->p.mode);
+        for (int64_t j = 0; j < d; j++) out[t * d + j] += c->ex_out[t * d + j] * g;
+    }
+    return 0;
+}
+
+int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *out, kiln_err *err) {
+    const kiln_hparams *hp = &c->m->hp;
+    const kiln_layer *L = &c->m->layers[il];
+    const int64_t d = hp->n_embd, n_exp = hp->n_expert, k = hp->n_expert_used;
+    if (kiln_fwd_matmul(c, L->ffn_gate_inp, -1, x, n, c->router, err) < 0) return -1;
+    for (int64_t t = 0; t < n; t++) route(hp, c->router + t * n_exp, c->sel + t * k, c->sel_w + t * k);
+    for (int e = 0; e < (int)n_exp; e++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n * k; i++)
+            if (c->sel[i] == e) c->rows[m++] = (int32_t)i;
+        if (m > 0 && run_expert(c, L, e, x, m, err) < 0) return -1;
+    }
+    for (int64_t t = 0; t < n; t++) {
+        float *o = out + t * d;
+        memcpy(o, c->slot_out + t * k * d, (size_t)d * sizeof(float));
+        for (int64_t j = 1; j < k; j++) kiln_vec_add(o, c->slot_out + (t * k + j) * d, d);
+    }
+    if (L->ffn_gate_inp_shexp) return shared_expert(c, L, x, n, out, err);
+    return 0;
+}

@@ -1,0 +1,309 @@
+/* runtime/vecdot_qgemm.c - the panel kernels: 16 weight rows (one per SIMD
+ * lane, layouts in vecdot.h) against a run of tokens, in KILN_NUM_GGML
+ * mode.
+ *
+ * For each block the integer sums of all 16 rows come out of a few
+ * vpdpbusd / vpmaddubsw + vpdpwssd (AVX512-VNNI) or vpmaddubsw + vpmaddwd
+ * (AVX2) instructions, and are exact. The float steps that follow are
+ * ggml's scalar ones (see vecdot_legacy.c, vecdot_k.c), done per lane in
+ * the same order - so every output equals the reference dot product bit
+ * for bit. Tokens are taken 4 (legacy) or 2 (k-quants) at a time so that
+ * each weight vector loaded serves several tokens.
+ *
+ * Not here: the packing (vecdot_panel.c) and the choice of rows per
+ * thread (matmul.c). A CPU with AVX-512 but no VNNI runs the AVX2 code. */
+/* The float steps must round after every operation, as ggml's scalar code
+ * does; -std=c11 already keeps gcc from fusing them, this makes sure. */
+#pragma GCC optimize("fp-contract=off")
+
+#include "vecdot.h"
+
+#include "../core/cpu.h"
+
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+static inline int32_t load32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Token t's pointers into the packed activations. */
+typedef struct tok {
+    const uint8_t *u;
+    const float *d;
+    const int16_t *bs;
+} tok;
+
+static inline tok token(const kiln_pact *A, int64_t t) {
+    tok k = {A->u + t * A->n_in, A->d + t * A->nb, A->bsums ? A->bsums + t * (A->n_in / 16) : NULL};
+    return k;
+}
+
+static inline bool has_min(kiln_combine c) {
+    return c == KILN_COMB_Q2_K || c == KILN_COMB_LANES_MIN;
+}
+
+/* ---- AVX512-VNNI ------------------------------------------------------ */
+
+VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                        float *const *out, __mmask16 mask) {
+    __m512 sumf[4];
+    for (int k = 0; k < T; k++) sumf[k] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const kiln_pblk32 *B = P + b;
+        __m512i acc[4];
+        const __m512i bias = _mm512_load_si512(B->bias);
+        for (int k = 0; k < T; k++) acc[k] = bias;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i w = _mm512_load_si512(B->w[g]);
+            for (int k = 0; k < T; k++)
+                acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(load32(tk[k].u + 32 * b + 4 * g)), w);
+        }
+        const __m512 dx = _mm512_load_ps(B->d);
+        for (int k = 0; k < T; k++) {
+            const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
+            const __m512 s = _mm512_cvtepi32_ps(acc[k]);
+            if (comb == KILN_COMB_Q4_0)
+                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(s, dx), dy));
+            else
+                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(s, _mm512_mul_ps(dx, dy)));
+        }
+    }
+    for (int k = 0; k < T; k++) _mm512_mask_storeu_ps(out[k], mask, sumf[k]);
+}
+
+VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                      float *const *out, __mmask16 mask) {
+    const bool lanes = comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN;
+    __m512 sums[2][8], sumf[2];
+    for (int k = 0; k < T; k++) {
+        sumf[k] = _mm512_setzero_ps();
+        for (int l = 0; l < 8; l++) sums[k][l] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const kiln_pblk256 *B = P + b;
+        __m512i acc[2][8];
+        for (int l = 0; l < 8; l++) {
+            const __m512i bl = _mm512_load_si512(B->bias[l]);
+            for (int k = 0; k < T; k++) acc[k][l] = bl;
+        }
+        for (int c = 0; c < 8; c++) {
+            const __m512i sc = _mm512_load_si512(B->sc[c]);
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) {
+                const __m512i w = _mm512_load_si512(B->w[c][l]);
+                for (int k = 0; k < T; k++) {
+                    const __m512i a = _mm512_set1_epi32(load32(tk[k].u + 256 * b + 32 * c + 4 * l));
+                    acc[k][l] = _mm512_dpwssd_epi32(acc[k][l], _mm512_maddubs_epi16(a, w), sc);
+                }
+            }
+        }
+        __m512i mins[2];
+        if (has_min(comb))
+            for (int k = 0; k < T; k++) {
+                mins[k] = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++)
+                    mins[k] = _mm512_dpwssd_epi32(mins[k], _mm512_set1_epi32(load32(tk[k].bs + 16 * b + 2 * j)),
+                                                  _mm512_load_si512(B->mn[j]));
+            }
+        const __m512 dx = _mm512_load_ps(B->d), dmx = _mm512_load_ps(B->dmin);
+        for (int k = 0; k < T; k++) {
+            const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
+            if (lanes) {
+                const __m512 d = _mm512_mul_ps(dx, dy);
+                for (int l = 0; l < 8; l++)
+                    sums[k][l] = _mm512_add_ps(sums[k][l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(acc[k][l])));
+                if (comb == KILN_COMB_LANES_MIN)
+                    sumf[k] = _mm512_sub_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(dmx, dy), _mm512_cvtepi32_ps(mins[k])));
+                continue;
+            }
+            __m512i isum = acc[k][0];
+            for (int l = 1; l < 8; l++) isum = _mm512_add_epi32(isum, acc[k][l]);
+            if (comb == KILN_COMB_Q2_K) {
+                const __m512 dall = _mm512_mul_ps(dy, dx), dmin = _mm512_mul_ps(dy, dmx);
+                sumf[k] = _mm512_add_ps(sumf[k], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                               _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mins[k]))));
+            } else {
+                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum)));
+            }
+        }
+    }
+    for (int k = 0; k < T; k++) {
+        __m512 s = sumf[k];
+        if (lanes)
+            for (int l = 0; l < 8; l++) s = _mm512_add_ps(s, sums[k][l]);
+        if (comb == KILN_COMB_IQ2) s = _mm512_mul_ps(_mm512_set1_ps(0.125f), s);
+        _mm512_mask_storeu_ps(out[k], mask, s);
+    }
+}
+
+/* Tokens [t0, t0 + n) in groups of G, the rest one by one; LAST tells
+ * the kernel which rows exist. */
+#define TOKEN_LOOP(KERNEL, BLK, G, COMB, LAST)                                          \
+    do {                                                                                 \
+        int64_t t = t0;                                                                  \
+        for (; t + G <= t0 + n; t += G) {                                                \
+            tok tk[G];                                                                   \
+            float *out[G];                                                               \
+            for (int k = 0; k < G; k++) tk[k] = token(A, t + k), out[k] = y + (t + k) * ldy; \
+            KERNEL((const BLK *)panel, A->nb, tk, G, COMB, out, LAST);                   \
+        }                                                                                \
+        for (; t < t0 + n; t++) {                                                        \
+            tok tk[1] = {token(A, t)};                                                   \
+            float *out[1] = {y + t * ldy};                                               \
+            KERNEL((const BLK *)panel, A->nb, tk, 1, COMB, out, LAST);                   \
+        }                                                                                \
+    } while (0)
+
+/* ---- AVX2: eight rows per register, the panel in two halves ----------- */
+
+/* Lanes of half h that hold rows below n_rows. */
+AVX2 static inline __m256i rows_mask(int n_rows, int h) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n_rows - 8 * h), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Without VNNI the +128 trick would overflow vpmaddubsw's 16-bit pairs
+ * for 8-bit levels, so the legacy kernel uses ggml's sign trick instead:
+ * |w| times (a with w's sign), no bias. */
+AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                        float *const *out, int n_rows) {
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
+        __m256 sumf[4];
+        for (int k = 0; k < T; k++) sumf[k] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const kiln_pblk32 *B = P + b;
+            __m256i acc[4];
+            for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m256i w = _mm256_load_si256((const __m256i *)B->w[g][8 * h]);
+                const __m256i aw = _mm256_sign_epi8(w, w);
+                for (int k = 0; k < T; k++) {
+                    __m256i a = _mm256_xor_si256(_mm256_set1_epi32(load32(tk[k].u + 32 * b + 4 * g)), flip);
+                    __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w));
+                    acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(p, ones));
+                }
+            }
+            const __m256 dx = _mm256_load_ps(B->d + 8 * h);
+            for (int k = 0; k < T; k++) {
+                const __m256 dy = _mm256_set1_ps(tk[k].d[b]);
+                const __m256 s = _mm256_cvtepi32_ps(acc[k]);
+                if (comb == KILN_COMB_Q4_0)
+                    sumf[k] = _mm256_add_ps(sumf[k], _mm256_mul_ps(_mm256_mul_ps(s, dx), dy));
+                else
+                    sumf[k] = _mm256_add_ps(sumf[k], _mm256_mul_ps(s, _mm256_mul_ps(dx, dy)));
+            }
+        }
+        for (int k = 0; k < T; k++) _mm256_maskstore_ps(out[k] + 8 * h, rows_mask(n_rows, h), sumf[k]);
+    }
+}
+
+/* k-quant levels stay within +-64, so vpmaddubsw of (a + 128) and the
+ * level cannot saturate and the panel's bias applies as with VNNI. */
+AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                      float *const *out, int n_rows) {
+    const bool lanes = comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN;
+    (void)T;
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
+        __m256 sums[8], sumf = _mm256_setzero_ps();
+        for (int l = 0; l < 8; l++) sums[l] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const kiln_pblk256 *B = P + b;
+            __m256i acc[8];
+            for (int l = 0; l < 8; l++) acc[l] = _mm256_load_si256((const __m256i *)(B->bias[l] + 8 * h));
+            for (int c = 0; c < 8; c++) {
+                const __m256i sc = _mm256_load_si256((const __m256i *)B->sc[c][8 * h]);
+#pragma GCC unroll 8
+                for (int l = 0; l < 8; l++) {
+                    const __m256i w = _mm256_load_si256((const __m256i *)B->w[c][l][8 * h]);
+                    const __m256i a = _mm256_set1_epi32(load32(tk[0].u + 256 * b + 32 * c + 4 * l));
+                    acc[l] = _mm256_add_epi32(acc[l], _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), sc));
+                }
+            }
+            __m256i mins = _mm256_setzero_si256();
+            if (has_min(comb))
+                for (int j = 0; j < 8; j++)
+                    mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_set1_epi32(load32(tk[0].bs + 16 * b + 2 * j)),
+                                                                    _mm256_load_si256((const __m256i *)B->mn[j][8 * h])));
+            const __m256 dx = _mm256_load_ps(B->d + 8 * h), dmx = _mm256_load_ps(B->dmin + 8 * h);
+            const __m256 dy = _mm256_set1_ps(tk[0].d[b]);
+            if (lanes) {
+                const __m256 d = _mm256_mul_ps(dx, dy);
+                for (int l = 0; l < 8; l++)
+                    sums[l] = _mm256_add_ps(sums[l], _mm256_mul_ps(d, _mm256_cvtepi32_ps(acc[l])));
+                if (comb == KILN_COMB_LANES_MIN)
+                    sumf = _mm256_sub_ps(sumf, _mm256_mul_ps(_mm256_mul_ps(dmx, dy), _mm256_cvtepi32_ps(mins)));
+                continue;
+            }
+            __m256i isum = acc[0];
+            for (int l = 1; l < 8; l++) isum = _mm256_add_epi32(isum, acc[l]);
+            if (comb == KILN_COMB_Q2_K) {
+                const __m256 dall = _mm256_mul_ps(dy, dx), dmin = _mm256_mul_ps(dy, dmx);
+                sumf = _mm256_add_ps(sumf, _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum)),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins))));
+            } else {
+                sumf = _mm256_add_ps(sumf, _mm256_mul_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(isum)));
+            }
+        }
+        if (lanes)
+            for (int l = 0; l < 8; l++) sumf = _mm256_add_ps(sumf, sums[l]);
+        if (comb == KILN_COMB_IQ2) sumf = _mm256_mul_ps(_mm256_set1_ps(0.125f), sumf);
+        _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), sumf);
+    }
+}
+
+#define KERNEL_CASE(COMB, KERNEL, BLK, G, LAST) \
+    case COMB:                                  \
+        TOKEN_LOOP(KERNEL, BLK, G, COMB, LAST); \
+        break;
+
+VNNI static void qgemm_vnni(const kiln_qtype *qt, const void *panel, const kiln_pact *A, int64_t t0,
+                            int64_t n, float *y, int64_t ldy, int n_rows) {
+    const __mmask16 last = (__mmask16)((1u << n_rows) - 1);
+    switch (qt->comb) {
+        KERNEL_CASE(KILN_COMB_Q8_0, leg512, kiln_pblk32, 4, last)
+        KERNEL_CASE(KILN_COMB_Q4_0, leg512, kiln_pblk32, 4, last)
+        KERNEL_CASE(KILN_COMB_Q2_K, k512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_LANES, k512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_LANES_MIN, k512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_IQ2, k512, kiln_pblk256, 2, last)
+    }
+}
+
+AVX2 static void qgemm_avx2(const kiln_qtype *qt, const void *panel, const kiln_pact *A, int64_t t0,
+                            int64_t n, float *y, int64_t ldy, int n_rows) {
+    switch (qt->comb) {
+        KERNEL_CASE(KILN_COMB_Q8_0, leg256, kiln_pblk32, 4, n_rows)
+        KERNEL_CASE(KILN_COMB_Q4_0, leg256, kiln_pblk32, 4, n_rows)
+        KERNEL_CASE(KILN_COMB_Q2_K, k256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_LANES, k256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_LANES_MIN, k256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_IQ2, k256, kiln_pblk256, 1, n_rows)
+    }
+}
+#endif
+
+bool kiln_qgemm_panel(const kiln_qtype *qt, const void *panel, const kiln_pact *act, int64_t t0,
+                      int64_t n_tokens, float *y, int64_t ldy, int n_rows) {
+#ifdef __x86_64__
+    if (kiln_cpu_has_vnni()) {
+        qgemm_vnni(qt, panel, act, t0, n_tokens, y, ldy, n_rows);
+        return true;
+    }
+    if (kiln_simd() >= KILN_SIMD_AVX2) {
+        qgemm_avx2(qt, panel, act, t0, n_tokens, y, ldy, n_rows);
+        return true;
+    }
+#endif
+    return false;
+}

@@ -1,0 +1,302 @@
+/* tests/test_matmul.c - kiln_matmul in both numeric modes, for the 13
+ * weight types the runtime multiplies: F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL
+ * Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS.
+ *
+ * KILN_NUM_GGML is checked against a double-precision product of the
+ * dequantized weights (the codecs' own dequantizers) with the dequantized
+ * converted activations: what is left is float rounding of the block
+ * combination, so a wrong integer anywhere shows up at once. Then every
+ * SIMD level must give the scalar reference's bits, and a batch of tokens
+ * the bits of one token at a time. KILN_NUM_EXACT is checked against the
+ * double product of dequantized weights and raw activations. Needs no
+ * ../shared. */
+#include "shared.h"
+
+#include <math.h>
+
+#include "../core/cpu.h"
+#include "../core/fp16.h"
+#include "../core/types.h"
+#include "../quantize/blocks.h"
+#include "../quantize/codec.h"
+#include "../quantize/quants.h"
+#include "../runtime/matmul.h"
+#include "../runtime/vecdot.h"
+
+static const uint32_t TYPES[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0, KILN_Q4_0,
+                                 KILN_Q5_0, KILN_IQ4_NL, KILN_Q2_K, KILN_Q3_K, KILN_Q4_K,
+                                 KILN_Q5_K, KILN_Q6_K, KILN_IQ2_XXS};
+#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
+
+static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float uniform(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0)); }
+static float gauss(void) {
+    float u = uniform() + 1e-7f, v = uniform();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+/* Random values with an occasional outlier, as in real activations. */
+static void fill(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = scale * gauss() * (next() % 61 == 0 ? 12.0f : 1.0f);
+}
+
+/* Values of one sign and nearly one size: levels sit at the ends of
+ * their range, so block sums get large (|sumi| > 2^13 for legacy blocks,
+ * > 2^24 for k-quant lanes) and every rounding of the float combination
+ * shows: products like (sumi * dx) * dy and sumi * (dx * dy) differ. */
+static bool coherent;
+static void fill_data(float *x, int64_t n, float scale) {
+    if (!coherent) {
+        fill(x, n, scale);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = scale * (1.0f + 0.05f * gauss());
+}
+
+typedef struct mat {
+    uint32_t type;
+    int64_t n_in, n_out, row_bytes;
+    uint8_t *w;
+    double *wd; /* dequantized, n_out x n_in */
+} mat;
+
+static mat make_mat(uint32_t type, int64_t n_in, int64_t n_out) {
+    mat m = {type, n_in, n_out, (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in), NULL, NULL};
+    float *src = malloc((size_t)(n_in * n_out) * sizeof(float));
+    float *imat = malloc((size_t)n_in * sizeof(float));
+    float *row = malloc((size_t)n_in * sizeof(float));
+    fill_data(src, n_in * n_out, 0.02f);
+    for (int64_t i = 0; i < n_in; i++) imat[i] = 0.5f + uniform();
+    m.w = malloc((size_t)(m.row_bytes * n_out));
+    m.wd = malloc((size_t)(n_in * n_out) * sizeof(double));
+    kiln_err err;
+    size_t got = kiln_quantize_rows(type, src, m.w, n_out, n_in, imat, &err);
+    assert_int_equal(got, (size_t)(m.row_bytes * n_out));
+    for (int64_t r = 0; r < n_out; r++) {
+        assert_int_equal(kiln_dequantize(type, m.w + r * m.row_bytes, row, n_in, &err), 0);
+        for (int64_t i = 0; i < n_in; i++) m.wd[r * n_in + i] = row[i];
+    }
+    free(src);
+    free(imat);
+    free(row);
+    return m;
+}
+
+static void free_mat(mat *m) {
+    free(m->w);
+    free(m->wd);
+}
+
+/* What ggml's product sees of one activation row for this weight type. */
+static void ggml_activations(uint32_t type, const float *x, int64_t n, double *out) {
+    float *f = malloc((size_t)n * sizeof(float));
+    const kiln_qtype *qt = kiln_qtype_get(type);
+    if (type == KILN_F32) {
+        memcpy(f, x, (size_t)n * sizeof(float));
+    } else if (type == KILN_F16) {
+        for (int64_t i = 0; i < n; i++) f[i] = kiln_fp16_to_fp32(kiln_fp32_to_fp16(x[i]));
+    } else if (type == KILN_BF16) {
+        for (int64_t i = 0; i < n; i++) f[i] = kiln_bf16_to_fp32(kiln_fp32_to_bf16(x[i]));
+    } else if (qt->act_type == KILN_Q8_0) {
+        kiln_block_q8_0 *b = malloc((size_t)(n / 32) * sizeof *b);
+        kiln_act_q8_0(x, b, n);
+        kiln_dequantize_row_q8_0(b, f, n);
+        free(b);
+    } else {
+        kiln_block_q8_k *b = malloc((size_t)(n / 256) * sizeof *b);
+        kiln_act_q8_k(x, b, n);
+        kiln_dequantize_row_q8_k(b, f, n);
+        free(b);
+    }
+    for (int64_t i = 0; i < n; i++) out[i] = f[i];
+    free(f);
+}
+
+/* |y - sum w a| <= tol * sum |w a| for every output. */
+static void check_against(const mat *m, const float *x, int64_t n_tokens, const float *y,
+                          kiln_numeric_mode mode, double tol) {
+    double *a = malloc((size_t)m->n_in * sizeof(double));
+    double worst = 0;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        if (mode == KILN_NUM_GGML) {
+            ggml_activations(m->type, x + t * m->n_in, m->n_in, a);
+        } else {
+            for (int64_t i = 0; i < m->n_in; i++) a[i] = x[t * m->n_in + i];
+        }
+        for (int64_t r = 0; r < m->n_out; r++) {
+            double s = 0, mag = 0;
+            for (int64_t i = 0; i < m->n_in; i++) {
+                double p = m->wd[r * m->n_in + i] * a[i];
+                s += p;
+                mag += fabs(p);
+            }
+            double e = fabs((double)y[t * m->n_out + r] - s) / (mag + 1e-30);
+            if (e > worst) worst = e;
+            if (e > tol)
+                fail_msg("%s %s: token %lld row %lld: %.9g vs %.9g (rel err %.3g > %.3g)",
+                         kiln_type_name(m->type), mode == KILN_NUM_GGML ? "ggml" : "exact",
+                         (long long)t, (long long)r, y[t * m->n_out + r], s, e, tol);
+        }
+    }
+    free(a);
+}
+
+static float *run(const mat *m, const float *x, int64_t n_tokens, kiln_numeric_mode mode) {
+    float *y = malloc((size_t)(n_tokens * m->n_out) * sizeof(float));
+    for (int64_t i = 0; i < n_tokens * m->n_out; i++) y[i] = NAN;
+    assert_int_equal(kiln_matmul(m->type, m->w, m->n_in, m->n_out, x, n_tokens, y, mode), 0);
+    return y;
+}
+
+/* Sizes: rows not a multiple of the panel width, tokens that leave a
+ * remainder after every token grouping, n_in over more than one k block
+ * with a partial last block where the type allows it. */
+static int64_t n_in_for(uint32_t type) {
+    const kiln_type_info *ti = kiln_type_get(type);
+    return ti->block_size == 256 ? 768 : ti->block_size == 32 ? 608 : 601;
+}
+
+static void test_ggml_mode_integer_path(void **state) {
+    for (size_t i = 0; i < N_TYPES; i++) {
+        mat m = make_mat(TYPES[i], n_in_for(TYPES[i]), 37);
+        const int64_t T = 7;
+        float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+        fill(x, T * m.n_in, 1.0f);
+        kiln_simd_set(KILN_SIMD_AVX512);
+        float *y = run(&m, x, T, KILN_NUM_GGML);
+        check_against(&m, x, T, y, KILN_NUM_GGML, 1e-5);
+        free(y);
+        free(x);
+        free_mat(&m);
+    }
+}
+
+static void test_exact_mode(void **state) {
+    for (size_t i = 0; i < N_TYPES; i++) {
+        mat m = make_mat(TYPES[i], n_in_for(TYPES[i]), 37);
+        const int64_t T = 7;
+        float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+        fill(x, T * m.n_in, 1.0f);
+        kiln_simd_set(KILN_SIMD_AVX512);
+        float *y = run(&m, x, T, KILN_NUM_EXACT);
+        check_against(&m, x, T, y, KILN_NUM_EXACT, 2e-6);
+        free(y);
+        free(x);
+        free_mat(&m);
+    }
+}
+
+/* Every SIMD level, and every way of batching tokens, gives the scalar
+ * level's bits, on random and on coherent data. */
+static void test_simd_and_batching_bit_exact(void **state) {
+    for (int pass = 0; pass < 4; pass++) {
+        const int mode = pass & 1;
+        coherent = pass >= 2;
+        for (size_t i = 0; i < N_TYPES; i++) {
+            mat m = make_mat(TYPES[i], n_in_for(TYPES[i]), 21);
+            const int64_t T = 30; /* > 24: two activation blocks in the f32 path */
+            float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+            fill_data(x, T * m.n_in, 1.0f);
+            kiln_simd_set(KILN_SIMD_SCALAR);
+            float *ref = run(&m, x, T, (kiln_numeric_mode)mode);
+            for (int l = 1; l < 3; l++) {
+                kiln_simd_set(LEVELS[l]);
+                if (kiln_simd() != LEVELS[l]) continue;
+                float *y = run(&m, x, T, (kiln_numeric_mode)mode);
+                for (int64_t j = 0; j < T * m.n_out; j++)
+                    if (memcmp(&y[j], &ref[j], 4))
+                        fail_msg("%s %s at %s: output %lld is %.9g, scalar %.9g", kiln_type_name(m.type),
+                                 mode ? "exact" : "ggml", kiln_simd_name(LEVELS[l]), (long long)j, y[j], ref[j]);
+                free(y);
+                /* one token at a time */
+                for (int64_t t = 0; t < T; t += 5) {
+                    float *y1 = run(&m, x + t * m.n_in, 1, (kiln_numeric_mode)mode);
+                    assert_memory_equal(y1, ref + t * m.n_out, (size_t)m.n_out * sizeof(float));
+                    free(y1);
+                }
+            }
+            kiln_simd_set(KILN_SIMD_AVX512);
+            free(ref);
+            free(x);
+            free_mat(&m);
+        }
+    }
+    coherent = false;
+}
+
+/* A realistic width: 8 k blocks, full panels, 3 activation blocks. */
+static void test_large(void **state) {
+    const uint32_t types[] = {KILN_F16, KILN_Q8_0, KILN_Q4_K, KILN_Q6_K};
+    for (size_t i = 0; i < 4; i++) {
+        mat m = make_mat(types[i], 2048, 48);
+        const int64_t T = 50;
+        float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+        fill(x, T * m.n_in, 1.0f);
+        for (int mode = 0; mode < 2; mode++) {
+            kiln_simd_set(KILN_SIMD_AVX512);
+            float *y = run(&m, x, T, (kiln_numeric_mode)mode);
+            check_against(&m, x, T, y, (kiln_numeric_mode)mode, mode ? 2e-6 : 1e-5);
+            kiln_simd_set(KILN_SIMD_SCALAR);
+            float *ref = run(&m, x, T, (kiln_numeric_mode)mode);
+            assert_memory_equal(y, ref, (size_t)(T * m.n_out) * sizeof(float));
+            free(ref);
+            free(y);
+        }
+        kiln_simd_set(KILN_SIMD_AVX512);
+        free(x);
+        free_mat(&m);
+    }
+}
+
+/* The x86 backend's Q8_0 activations: 127 / amax and round half to even
+ * (the codec's reference quantizer would give 1 for 0.5 and 3 for 2.5). */
+static void test_act_q8_0_rounding(void **state) {
+    float x[32] = {127.0f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.5f, 0.0f, -0.0f, 126.5f};
+    for (int j = 10; j < 32; j++) x[j] = (float)j * 1.75f - 30.0f;
+    const int want[10] = {127, 0, 0, 2, 2, -2, 4, 0, 0, 126};
+    for (int l = 0; l < 3; l++) {
+        kiln_simd_set(LEVELS[l]);
+        kiln_block_q8_0 b;
+        kiln_act_q8_0(x, &b, 32);
+        assert_int_equal(b.d, kiln_fp32_to_fp16(1.0f));
+        for (int j = 0; j < 10; j++) assert_int_equal(b.qs[j], want[j]);
+    }
+    /* SIMD and scalar agree on arbitrary rows, zero blocks included */
+    float r[4096];
+    fill(r, 4096, 3.0f);
+    memset(r + 64, 0, 32 * sizeof(float));
+    kiln_block_q8_0 a[128], b[128];
+    kiln_simd_set(KILN_SIMD_SCALAR);
+    kiln_act_q8_0(r, a, 4096);
+    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_act_q8_0(r, b, 4096);
+    assert_memory_equal(a, b, sizeof a);
+}
+
+static void test_unsupported(void **state) {
+    float x[256] = {0}, y[4];
+    uint8_t w[1024] = {0};
+    assert_int_equal(kiln_matmul(KILN_TQ1_0, w, 256, 1, x, 1, y, KILN_NUM_GGML), -1);
+    assert_int_equal(kiln_matmul(KILN_Q8_0, w, 33, 1, x, 1, y, KILN_NUM_GGML), -1);
+    assert_int_equal(kiln_matmul(KILN_F32, w, 4, 1, x, 0, y, KILN_NUM_GGML), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_q8_0_rounding),
+        cmocka_unit_test(test_ggml_mode_integer_path),
+        cmocka_unit_test(test_exact_mode),
+        cmocka_unit_test(test_simd_and_batching_bit_exact),
+        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_unsupported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
