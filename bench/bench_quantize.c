@@ -49,10 +49,12 @@ static uint64_t next(uint64_t *s) {
     return *s * 0x2545f4914f6cdd1dull;
 }
 
-static double normal(uint64_t *s) {
+/* Two standard normals per call (Box-Muller). */
+static void normals(uint64_t *s, double *a, double *b) {
     double u1 = ((double)(next(s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(next(s) >> 11) / 9007199254740992.0;
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+    double u2 = (double)(next(s) >> 11) / 9007199254740992.0, r = sqrt(-2 * log(u1));
+    *a = r * cos(6.283185307179586 * u2);
+    *b = r * sin(6.283185307179586 * u2);
 }
 
 /* 0.02 * Student-t with 3 degrees of freedom: heavy tails, like real weights. */
@@ -61,7 +63,9 @@ static void fill(float *x) {
     for (int64_t r = 0; r < ROWS; r++) {
         uint64_t s = 0x9e3779b97f4a7c15ull ^ (uint64_t)(r + 1) * 0xbf58476d1ce4e5b9ull;
         for (int64_t c = 0; c < COLS; c++) {
-            double z = normal(&s), a = normal(&s), b = normal(&s), d = normal(&s);
+            double z, a, b, d;
+            normals(&s, &z, &a);
+            normals(&s, &b, &d);
             x[r * COLS + c] = (float)(0.02 * z / sqrt((a * a + b * b + d * d) / 3));
         }
     }
@@ -167,11 +171,26 @@ static void bench_models(void) {
     remove("/tmp/kiln-bench-quant.gguf");
 }
 
+/* Other work on the machine skews every figure, 2-thread ones most: the
+ * load average is printed before and after so a reader can tell. */
+static void print_load(const char *when) {
+    char buf[128] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = 0;
+    printf("load average %s: %s\n", when, buf);
+}
+
 int main(void) {
     kiln_progress_quiet = true;
     double t0 = kiln_now();
+    print_load("before");
     bench_types();
     bench_models();
-    printf("\nbench_quantize: %.0f s in all\n", kiln_now() - t0);
+    print_load("after");
+    printf("bench_quantize: %.0f s in all\n", kiln_now() - t0);
     return 0;
 }

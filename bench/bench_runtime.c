@@ -159,13 +159,13 @@ static void bench_perplexity(const char *shared) {
 /* Makes the synthetic 1B models once; returns false (having said why)
  * when kiln cannot make them. */
 static bool make_1b(const char *kiln, const char *dir) {
-    char cmd[8192], f16[4096], q[4096];
+    char cmd[16384], f16[4096], q[4096];
     snprintf(f16, sizeof f16, "%s/synth-1b-F16.gguf", dir);
     if (!exists(f16)) {
         printf("  making the 1B model in %s (one time; about 2 GB, a few minutes)...\n", dir);
         fflush(stdout);
         snprintf(cmd, sizeof cmd,
-                 "mkdir -p '%s' && '%s' testmodel --arch llama --size 1b --dtype f16 '%s/hf' > '%s/make.log' 2>&1 && "
+                 "mkdir -p '%s' && '%s' testmodel --arch llama --size 1b --dtype f16 -o '%s/hf' > '%s/make.log' 2>&1 && "
                  "'%s' convert '%s/hf' --outtype f16 -o '%s' >> '%s/make.log' 2>&1 && rm -rf '%s/hf'",
                  dir, kiln, dir, dir, kiln, dir, f16, dir, dir);
         if (system(cmd) != 0) {

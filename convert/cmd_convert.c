@@ -48,7 +48,7 @@ static void fmt_ne(char *buf, size_t cap, const kiln_hf_tensor *t) {
     if (!t->n_dims) snprintf(buf, cap, "%lld", (long long)t->ne[0]);
 }
 
-static int dry_run(const char *model, const kiln_convert_opts *o) {
+static int dry_run(const char *model, const kiln_convert_opts *o, bool split) {
     kiln_err err = {{0}};
     kiln_hf_model *m = kiln_hf_open(model, o, &err);
     if (!m) return kiln_cli_fail(&err);
@@ -68,9 +68,9 @@ static int dry_run(const char *model, const kiln_convert_opts *o) {
         fmt_ne(shape, sizeof shape, &t);
         printf("%-36s %-6s %-22s %-8s %s\n", t.name, kiln_type_name(t.type), shape, t.src_dtype, t.hf_name);
     }
-    printf("%llu tensors, %llu bytes of tensor data; output size %llu bytes (%.2f MiB)\n", (unsigned long long)n,
+    printf("%llu tensors, %llu bytes of tensor data; output size %llu bytes (%.2f MiB)%s\n", (unsigned long long)n,
            (unsigned long long)(o->vocab_only ? 0 : kiln_hf_data_bytes(m)), (unsigned long long)size,
-           (double)size / (1024.0 * 1024.0));
+           (double)size / (1024.0 * 1024.0), split ? " as one file; each shard adds its own header" : "");
     kiln_hf_close(m);
     return KILN_EXIT_OK;
 }
@@ -84,7 +84,7 @@ static char *default_out(const char *model, const char *outtype) {
     const char *b = strrchr(tmp, '/');
     b = b ? b + 1 : tmp;
     char name[512];
-    snprintf(name, sizeof name, "%s", b);
+    snprintf(name, sizeof name, "%.500s", b);
     static const char *const ext[] = {".tar.gz", ".tar.zst", ".tgz", ".tar", ".zip", NULL};
     for (int i = 0; ext[i]; i++) {
         size_t l = strlen(name), e = strlen(ext[i]);
@@ -143,7 +143,7 @@ int kiln_cmd_convert(int argc, char **argv) {
     }
     if (optind != argc - 1) return kiln_cli_usage_error("convert", "expected one MODEL");
     const char *model = argv[optind];
-    if (dry) return dry_run(model, &co);
+    if (dry) return dry_run(model, &co, wo.split_max_size || wo.split_max_tensors);
     char *dflt = out ? NULL : default_out(model, kiln_outtype_name(co.outtype));
     if (!out && !dflt) return kiln_cli_usage_error("convert", "out of memory");
     kiln_err err = {{0}};

@@ -170,7 +170,7 @@ uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err) {
         size += 8 + strlen(o->name) + 4 + 8 * (o->n_dims ? o->n_dims : 1) + 4 + 8;
         data += pad(o->nbytes, KILN_GGUF_DEFAULT_ALIGNMENT);
     }
-    return m->plan.n ? pad(size, KILN_GGUF_DEFAULT_ALIGNMENT) + data : size;
+    return pad(size, KILN_GGUF_DEFAULT_ALIGNMENT) + data;
 }
 
 /* The writer sink, counting bytes for the progress callback. */

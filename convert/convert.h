@@ -91,7 +91,8 @@ int kiln_hf_read_f32(kiln_hf_model *m, uint64_t i, int64_t row0, int64_t nrows, 
  * it held are released. */
 void kiln_hf_tensor_done(kiln_hf_model *m, uint64_t i);
 
-/* The size of the GGUF kiln_convert() would write (unsplit). */
+/* The size of the GGUF kiln_convert() would write as one file (a split
+ * output adds a header per shard). 0 on error. */
 uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err);
 
 /* Progress callback: bytes of tensor data written so far, of total. */

@@ -11,7 +11,6 @@
 #include "f8.h"
 
 #define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */
-#define PAR_BLOCK (1 << 16)    /* elements per OpenMP work item */
 
 static int grow(void *pp, uint64_t *cap, uint64_t need, kiln_err *err) {
     void **p = pp;
@@ -109,35 +108,21 @@ void cv_reader_done(cv_reader *r, uint64_t i) {
 
 /* ---- element conversions ---------------------------------------------- */
 
-static void f16_to_f32(const void *s, float *d, int64_t n) { kiln_fp16_to_fp32_row(s, d, n); }
-static void bf16_to_f32(const void *s, float *d, int64_t n) { kiln_bf16_to_fp32_row(s, d, n); }
-
-/* n values of dtype d to f32, in parallel blocks. */
+/* n values of dtype d to f32. One thread: the SIMD row converters run at
+ * several GB/s, faster than the output can be written, and worker
+ * threads would only spin against the writer on a busy machine. */
 static int to_f32(const void *src, kiln_st_dtype d, float *dst, int64_t n, kiln_err *err) {
-    void (*fn)(const void *, float *, int64_t) = d == KILN_ST_F16 ? f16_to_f32 : d == KILN_ST_BF16 ? bf16_to_f32 : NULL;
-    if (d == KILN_ST_F32) {
-        memcpy(dst, src, (size_t)n * 4);
-        return 0;
-    }
-    if (!fn) {
-        if (kiln_st_to_f32(d, src, dst, n) < 0)
-            return kiln_fail(err, NULL, "dtype", -1, "cannot convert %s to f32", kiln_st_dtype_name(d));
-        return 0;
-    }
-    uint32_t es = kiln_st_dtype_size(d);
-#pragma omp parallel for schedule(static) if (n > 4 * PAR_BLOCK)
-    for (int64_t b = 0; b < n; b += PAR_BLOCK)
-        fn((const uint8_t *)src + b * es, dst + b, n - b < PAR_BLOCK ? n - b : PAR_BLOCK);
+    if (d == KILN_ST_F32) memcpy(dst, src, (size_t)n * 4);
+    else if (d == KILN_ST_F16) kiln_fp16_to_fp32_row(src, dst, n);
+    else if (d == KILN_ST_BF16) kiln_bf16_to_fp32_row(src, dst, n);
+    else if (kiln_st_to_f32(d, src, dst, n) < 0)
+        return kiln_fail(err, NULL, "dtype", -1, "cannot convert %s to f32", kiln_st_dtype_name(d));
     return 0;
 }
 
 static void f32_to_half(const float *src, uint16_t *dst, int64_t n, bool bf16) {
-#pragma omp parallel for schedule(static) if (n > 4 * PAR_BLOCK)
-    for (int64_t b = 0; b < n; b += PAR_BLOCK) {
-        int64_t m = n - b < PAR_BLOCK ? n - b : PAR_BLOCK;
-        if (bf16) kiln_fp32_to_bf16_row(src + b, dst + b, m);
-        else kiln_fp32_to_fp16_row(src + b, dst + b, m);
-    }
+    if (bf16) kiln_fp32_to_bf16_row(src, dst, n);
+    else kiln_fp32_to_fp16_row(src, dst, n);
 }
 
 /* gguf-py turns BF16 into f32 and back, which sets a NaN's quiet bit.
@@ -230,6 +215,8 @@ static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, co
         if (grow(&r->raw, &r->raw_cap, (uint64_t)(r1 - r0) * row_bytes, err) < 0) return -1;
         uint8_t *dst = r->raw + (uint64_t)(row - r0) * row_bytes;
         const uint8_t *src;
+        /* scales first: the order plan_spools() assumed for archives */
+        if (f8 && o->parts[p].scale >= 0 && load_scale(r, o->parts[p].scale, err) < 0) return -1;
         if (source_bytes(r, t->file, off, len, dst, &src, err) < 0) return -1;
         if (f8) {
             if (dequant_part_rows(r, &o->parts[p], src, r->f32 + (row - r0) * cols, lr, n, cols, err) < 0) return -1;
@@ -253,7 +240,6 @@ static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, co
  * units, unit i * 2 + j comes from unit j * half + i. */
 static void permute_units(const uint8_t *src, uint8_t *dst, int64_t units, uint64_t unit_bytes, uint32_t n_head) {
     int64_t half = units / n_head / 2;
-#pragma omp parallel for schedule(static) if (units * (int64_t)unit_bytes > (1 << 22))
     for (int64_t h = 0; h < (int64_t)n_head; h++)
         for (int64_t i = 0; i < half; i++)
             for (int64_t j = 0; j < 2; j++)
@@ -263,7 +249,6 @@ static void permute_units(const uint8_t *src, uint8_t *dst, int64_t units, uint6
 
 /* rows x cols elements of es bytes -> cols x rows, in 32x32 tiles. */
 static void transpose(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, uint32_t es) {
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 20))
     for (int64_t rb = 0; rb < rows; rb += 32)
         for (int64_t cb = 0; cb < cols; cb += 32)
             for (int64_t r = rb; r < rb + 32 && r < rows; r++)
@@ -277,6 +262,7 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     const cv_out *o = plan_out(r, i);
     const kiln_st_tensor *t = &r->st->t[o->parts[0].st];
     const uint8_t *src;
+    if (is_e4m3(o->dtype) && o->parts[0].scale >= 0 && load_scale(r, o->parts[0].scale, err) < 0) return -1;
     int m = cv_source_map(r->src, t->file, &src, err);
     if (m < 0) return -1;
     if (m == 0) {
@@ -289,7 +275,10 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     }
     kiln_st_dtype sd = o->dtype;
     int64_t cols = t->n_dims >= 2 ? t->nelements / t->shape[0] : 1;
-    if (is_e4m3(sd)) {
+    /* FP8 is dequantized first, except for a permutation: its rows move
+     * whole, so they are permuted as bytes and dequantized per chunk with
+     * their source row's scales (get_rows), in a quarter of the memory. */
+    if (is_e4m3(sd) && !(o->xform == CV_X_PERMUTE && t->n_dims == 2)) {
         if (grow(&r->f32, &r->f32_cap, (uint64_t)t->nelements * 4, err) < 0 ||
             dequant_part_rows(r, &o->parts[0], src, r->f32, 0, t->nelements / cols, cols, err) < 0)
             return -1;
@@ -323,6 +312,19 @@ static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void
     if (load_whole(r, i, err) < 0) return -1;
     *cd = r->whole_dtype;
     *ptr = r->whole + (uint64_t)r0 * o->ne[0] * kiln_st_dtype_size(*cd);
+    if (!is_e4m3(*cd)) return 0;
+    /* permuted FP8 rows: output row (h, i, j) is source row (h, j, i) */
+    int64_t cols = o->ne[0], half = o->src_rows / o->n_head / 2;
+    if (grow(&r->f32, &r->f32_cap, (uint64_t)(r1 - r0) * cols * 4, err) < 0) return -1;
+    for (int64_t row = r0; row < r1; row++) {
+        int64_t h = row / (2 * half), i2 = (row % (2 * half)) / 2, j = row % 2;
+        int64_t src_row = h * 2 * half + j * half + i2;
+        if (dequant_part_rows(r, &o->parts[0], r->whole + (uint64_t)row * cols, r->f32 + (row - r0) * cols, src_row, 1,
+                              cols, err) < 0)
+            return -1;
+    }
+    *ptr = r->f32;
+    *cd = KILN_ST_F32;
     return 0;
 }
 

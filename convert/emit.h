@@ -10,7 +10,9 @@
  * the memory budget. Values are converted as llama.cpp does: through f32,
  * with the row converters of core/fp16.h and Q8_0 from quantize/codec.h;
  * same-type copies are byte copies (a BF16 NaN gets its quiet bit, as
- * gguf-py's f32 -> bf16 gives it). */
+ * gguf-py's f32 -> bf16 gives it). Only the compute-bound steps (FP8
+ * dequantization, Q8_0) use OpenMP; the rest is memory-bound and one core
+ * outruns the disk. */
 #ifndef KILN_CONVERT_EMIT_H
 #define KILN_CONVERT_EMIT_H
 

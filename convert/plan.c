@@ -259,10 +259,12 @@ static int add_single(builder *b, const cv_tmap *m, int64_t st_i, int64_t bid, b
     if (m->flags & (CV_T_PERMUTE_Q | CV_T_PERMUTE_K)) {
         xform = CV_X_PERMUTE;
         n_head = (uint32_t)((m->flags & CV_T_PERMUTE_Q) || b->hp->n_kv == b->hp->n_head ? b->hp->n_head : b->hp->n_kv);
-        if (!n_head || t->shape[0] % (2 * n_head))
-            return free(part), kiln_fail(b->err, "config.json", "num_attention_heads", -1,
-                                         "tensor %s has %lld rows, not a multiple of 2 x %u heads", t->name,
-                                         (long long)t->shape[0], n_head);
+        if (!n_head || t->shape[0] % (2 * n_head)) {
+            free(part);
+            return kiln_fail(b->err, "config.json", "num_attention_heads", -1,
+                             "tensor %s has %lld rows, not a multiple of 2 x %u heads", t->name,
+                             (long long)t->shape[0], n_head);
+        }
     } else if ((m->flags & CV_T_CONV1D) && !bias && t->n_dims == 2) {
         xform = CV_X_TRANSPOSE;
         hf[0] = t->shape[1];
@@ -288,11 +290,13 @@ static int flush_experts(builder *b, int64_t bid) {
             parts[x].scale = b->scale_of[parts[x].st];
         }
         const kiln_st_tensor *t0 = &b->st->t[parts[0].st];
-        for (int64_t x = 1; x < b->n_exp; x++)
-            if (b->st->t[parts[x].st].dtype != t0->dtype)
-                return free(parts), kiln_fail(b->err, b->st->t[parts[x].st].name, "dtype", -1,
-                                              "experts of one block must share a dtype (%s has %s)", t0->name,
-                                              kiln_st_dtype_name(t0->dtype));
+        for (int64_t x = 1; x < b->n_exp; x++) {
+            if (b->st->t[parts[x].st].dtype == t0->dtype) continue;
+            kiln_fail(b->err, b->st->t[parts[x].st].name, "dtype", -1,
+                      "experts of one block must share a dtype (%s has %s)", t0->name, kiln_st_dtype_name(t0->dtype));
+            free(parts);
+            return -1;
+        }
         int64_t hf[3] = {b->n_exp, t0->shape[0], t0->shape[1]};
         if (add_out(b, expand_name(b->kinds[k]->gguf, bid, false), hf, 3, 0, CV_X_NONE, parts, (uint32_t)b->n_exp,
                     t0->name) < 0)

@@ -87,7 +87,6 @@ void cv_archive_close(cv_source *s);
 int cv_archive_pread(cv_source *s, uint32_t file, void *dst, uint64_t n, uint64_t off, kiln_err *err);
 int cv_archive_want_later(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
 void cv_archive_done(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
-bool cv_is_archive_name(const char *path);
 
 /* Shared helper: adds a file entry (copies name). 0 or -1. */
 int cv_source_add_file(cv_source *s, const char *name, uint64_t size, kiln_err *err);

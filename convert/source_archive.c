@@ -40,17 +40,6 @@ typedef struct arc_state {
     uint8_t *scratch;
 } arc_state;
 
-bool cv_is_archive_name(const char *p) {
-    static const char *const ext[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.xz",
-                                      ".tar.bz2", ".zip", NULL};
-    size_t n = strlen(p);
-    for (int i = 0; ext[i]; i++) {
-        size_t e = strlen(ext[i]);
-        if (n > e && !strcmp(p + n - e, ext[i])) return true;
-    }
-    return false;
-}
-
 static int arc_fail(cv_source *s, struct archive *a, kiln_err *err) {
     return kiln_fail(err, s->path, NULL, -1, "archive: %s",
                      a && archive_error_string(a) ? archive_error_string(a) : "read error");
@@ -130,13 +119,16 @@ int cv_archive_open(cv_source *s, kiln_err *err) {
         return kiln_fail(err, s->path, NULL, -1, "out of memory");
     }
     s->priv = st;
-    if (arc_reopen(s, err) < 0) return -1;
+    if (arc_reopen(s, err) < 0)
+        return kiln_fail(err, s->path, NULL, -1, "not a model directory, Hugging Face cache folder or readable archive (%s)",
+                         st->a && archive_error_string(st->a) ? archive_error_string(st->a) : "unknown format");
     scan_entry *ents = NULL;
     size_t n = 0;
     int rc = 0;
     struct archive_entry *ae;
     int r;
-    for (int64_t member = 0; (r = archive_read_next_header(st->a, &ae)) == ARCHIVE_OK; member++) {
+    int64_t member = 0;
+    for (; (r = archive_read_next_header(st->a, &ae)) == ARCHIVE_OK; member++) {
         if (archive_entry_filetype(ae) != AE_IFREG) continue;
         scan_entry *ne = realloc(ents, (n + 1) * sizeof *ents);
         if (!ne) {
@@ -154,7 +146,11 @@ int cv_archive_open(cv_source *s, kiln_err *err) {
             break;
         }
     }
-    if (rc == 0 && r != ARCHIVE_EOF) rc = arc_fail(s, st->a, err);
+    if (rc == 0 && r != ARCHIVE_EOF && member == 0)
+        rc = kiln_fail(err, s->path, NULL, -1, "not a model directory, Hugging Face cache folder or readable archive (%s)",
+                       archive_error_string(st->a) ? archive_error_string(st->a) : "unknown format");
+    else if (rc == 0 && r != ARCHIVE_EOF)
+        rc = arc_fail(s, st->a, err);
     /* the scan left the archive at its end: data reads start afresh */
     archive_read_free(st->a);
     st->a = NULL;

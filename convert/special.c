@@ -239,7 +239,10 @@ static int load_merges(cv_source *src, json_t *tok, cv_tokens *m, kiln_err *err)
     size_t len = 0;
     int got = cv_source_read_all(src, "merges.txt", &text, &len, err);
     if (got <= 0) return got;
-    if (cv_tokens_init(m, len / 2 + 1, false, err) < 0) return free(text), -1;
+    if (cv_tokens_init(m, len / 2 + 1, false, err) < 0) {
+        free(text);
+        return -1;
+    }
     uint64_t count = 0, line_no = 0;
     int rc = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && rc == 0; line = strtok_r(NULL, "\n", &save)) {

@@ -162,8 +162,9 @@ static int print_json(const opts *o, const kiln_ppl_result *r, int threads) {
     if (j && o->save) json_object_set_new(j, "saved_logits", json_string(o->save));
     if (j && r->has_kld) {
         const kiln_cmp_summary *s = &r->kld;
-        json_t *k = json_pack("{s:s, s:O, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-                              " s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+        /* 2 + 24 pairs */
+        json_t *k = json_pack("{s:s, s:O, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+                              " s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
                               "base", o->base, "base_fingerprint", r->base_model ? r->base_model : json_null(),
                               "ppl_base", num(s->ppl_ref.val), "ppl_base_err", num(s->ppl_ref.unc),
                               "ppl_ratio", num(s->ppl_ratio.val), "ppl_ratio_err", num(s->ppl_ratio.unc),
@@ -220,9 +221,13 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         .base_path = o.base,
         .on_chunk = o.json || o.quiet ? NULL : on_chunk,
     };
-    if (!o.json)
-        printf("perplexity: %s, n_ctx=%lld, batch_size=%lld, %d threads, %s numbers\n", o.model,
-               (long long)(p.n_ctx ? p.n_ctx : 0), (long long)o.n_batch, threads, o.exact ? "exact" : "ggml");
+    if (!o.json) {
+        printf("perplexity: %s, ", o.model);
+        if (p.n_ctx) printf("n_ctx=%lld", (long long)p.n_ctx);
+        else printf("n_ctx and chunks from %s", o.base);
+        printf(", batch_size=%lld, %d threads, %s numbers\n", (long long)o.n_batch, threads,
+               o.exact ? "exact" : "ggml");
+    }
     kiln_ppl_result r;
     int rc = kiln_perplexity(m, text, len, &p, &r, &err);
     if (rc) {

@@ -93,7 +93,10 @@ static_assert(sizeof(kiln_block_q5_k) == 176, "block_q5_K is 176 bytes");
  *   0                        128            192      208   210
  *   +------------------------+--------------+--------+-----+
  *   | ql (low nibbles)       | qh (2 bits)  | scales |  d  |
- *   +------------------------+--------------+--------+-----+ */
+ *   +------------------------+--------------+--------+-----+
+ *   weight 128*h + 32*s + l: low 4 bits in ql[64*h + 32*(s&1) + l] (the
+ *   high nibble when s >= 2), top 2 bits in qh[32*h + l] at bit 2*s;
+ *   scales[j] belongs to weights 16*j..16*j+15 */
 typedef struct kiln_block_q6_k {
     uint8_t ql[KILN_QK_K / 2];
     uint8_t qh[KILN_QK_K / 4];

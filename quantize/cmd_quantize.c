@@ -126,7 +126,8 @@ static void print_summary(const kiln_quant_report *r, const kiln_quant_opts *o, 
         uint32_t n = type_totals(r, tt);
         printf("  types:");
         for (uint32_t k = 0; k < n; k++)
-            printf(" %s x%llu%s", kiln_type_name(tt[k].type), (unsigned long long)tt[k].count, k + 1 < n ? "," : "\n");
+            printf(" %s x%llu%s", kiln_type_name(tt[k].type), (unsigned long long)tt[k].count, k + 1 < n ? "," : "");
+        printf("\n");
         free(tt);
     }
     if (o->imatrix)
@@ -292,8 +293,12 @@ static int parse(int argc, char **argv, cli *c) {
             c->o.n_overrides++;
             break;
         }
-        case O_OUT_T: if (parse_type_opt("--output-tensor-type", optarg, &c->o.output_type)) return KILN_EXIT_USAGE; break;
-        case O_EMB_T: if (parse_type_opt("--token-embedding-type", optarg, &c->o.token_embd_type)) return KILN_EXIT_USAGE; break;
+        case O_OUT_T:
+            if (parse_type_opt("--output-tensor-type", optarg, &c->o.output_type)) return KILN_EXIT_USAGE;
+            break;
+        case O_EMB_T:
+            if (parse_type_opt("--token-embedding-type", optarg, &c->o.token_embd_type)) return KILN_EXIT_USAGE;
+            break;
         case O_PURE: c->o.pure = true; break;
         case O_REQ: c->o.allow_requantize = true; break;
         case O_NOFB: c->o.no_fallback = true; break;
@@ -319,45 +324,53 @@ static int parse(int argc, char **argv, cli *c) {
     return -1;
 }
 
+/* The positional arguments: IN OUT TARGET, or IN TARGET with --dry-run. */
+static int positionals(int argc, char **argv, cli *c, const char **in, const char **out) {
+    int npos = argc - optind;
+    const char *target;
+    if (npos == 3) *in = argv[optind], *out = argv[optind + 1], target = argv[optind + 2];
+    else if (npos == 2 && c->o.dry_run) *in = argv[optind], *out = NULL, target = argv[optind + 1];
+    else
+        return kiln_cli_usage_error("quantize", c->o.dry_run ? "expects IN [OUT] PRESET|TYPE" : "expects IN OUT PRESET|TYPE");
+    kiln_err err = {{0}};
+    if (kiln_quant_target_parse(target, &c->o.target, &err) < 0) return kiln_cli_usage_error("quantize", "%s", err.msg);
+    return -1;
+}
+
+/* Runs the quantizer and prints what it did; returns the exit code. */
+static int run(const cli *c, const char *in, const char *out) {
+    if (c->threads) omp_set_num_threads((int)c->threads);
+    if (c->quiet || c->json) kiln_progress_quiet = true;
+    kiln_quant_report r;
+    kiln_err err = {{0}};
+    int rc = kiln_quantize_model(in, out, &c->o, &r, &err) < 0 ? kiln_cli_fail(&err) : KILN_EXIT_OK;
+    if (rc == KILN_EXIT_OK) {
+        for (uint32_t i = 0; !c->json && i < r.n_warnings; i++)
+            fprintf(stderr, "kiln quantize: warning: %s\n", r.warnings[i]);
+        if (c->json) {
+            json_report(&r, &c->o);
+        } else if (!c->quiet) {
+            if (c->o.dry_run) print_plan(&r, &c->o);
+            print_summary(&r, &c->o, out);
+        }
+    }
+    kiln_quant_report_free(&r);
+    return rc;
+}
+
 int kiln_cmd_quantize(int argc, char **argv) {
     cli c = {.o = {.output_type = -1, .token_embd_type = -1}};
-    int rc = parse(argc, argv, &c);
-    const char *in = NULL, *out = NULL, *target = NULL;
-    int npos = argc - optind;
-    if (rc < 0) {
-        if (npos == 3) in = argv[optind], out = argv[optind + 1], target = argv[optind + 2];
-        else if (npos == 2 && c.o.dry_run) in = argv[optind], target = argv[optind + 1];
-        else rc = kiln_cli_usage_error("quantize", c.o.dry_run ? "expects IN [OUT] PRESET|TYPE" : "expects IN OUT PRESET|TYPE");
-    }
-    kiln_err err = {{0}};
-    if (rc < 0 && kiln_quant_target_parse(target, &c.o.target, &err) < 0)
-        rc = kiln_cli_usage_error("quantize", "%s", err.msg);
+    const char *in = NULL, *out = NULL;
     kiln_imatrix *im = NULL;
+    int rc = parse(argc, argv, &c);
+    if (rc < 0) rc = positionals(argc, argv, &c, &in, &out);
     if (rc < 0 && c.imatrix_file) {
+        kiln_err err = {{0}};
         if (!(im = kiln_imatrix_read(c.imatrix_file, &err))) rc = kiln_cli_fail(&err);
         c.o.imatrix = im;
         c.o.imatrix_path = c.imatrix_file;
     }
-    if (rc < 0) {
-        if (c.threads) omp_set_num_threads((int)c.threads);
-        if (c.quiet || c.json) kiln_progress_quiet = true;
-        kiln_quant_report r;
-        int ok = kiln_quantize_model(in, out, &c.o, &r, &err);
-        for (uint32_t i = 0; ok == 0 && !c.json && i < r.n_warnings; i++)
-            fprintf(stderr, "kiln quantize: warning: %s\n", r.warnings[i]);
-        if (ok < 0) {
-            rc = kiln_cli_fail(&err);
-        } else {
-            rc = KILN_EXIT_OK;
-            if (c.json) {
-                json_report(&r, &c.o);
-            } else if (!c.quiet) {
-                if (c.o.dry_run) print_plan(&r, &c.o);
-                print_summary(&r, &c.o, out);
-            }
-        }
-        kiln_quant_report_free(&r);
-    }
+    if (rc < 0) rc = run(&c, in, out);
     kiln_imatrix_free(im);
     for (uint32_t i = 0; i < c.o.n_overrides; i++) kiln_override_free(&c.o.overrides[i]);
     free(c.o.overrides);

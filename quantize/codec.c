@@ -1,6 +1,5 @@
-/* quantize/codec.c - maps ggml type ids to kiln's codecs, the
- * multi-threaded row quantizer every tool uses, and the block loop every
- * codec's quantizer runs (kiln_quantize_blocks, declared in quants.h). */
+/* quantize/codec.c - maps ggml type ids to kiln's codecs, and the
+ * multi-threaded row quantizer every tool uses. */
 #include "codec.h"
 
 #include "../core/types.h"
@@ -56,21 +55,9 @@ KILN_AVX512 static int64_t first_non_finite_avx512(const float *x, int64_t n) {
 
 static int64_t first_non_finite(const float *x, int64_t n) {
 #ifdef KILN_X86
-    /* AVX2 is left out: the scalar loop already runs near memory speed */
     if (kiln_simd() >= KILN_SIMD_AVX512) return first_non_finite_avx512(x, n);
 #endif
     return first_non_finite_scalar(x, n);
-}
-
-size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
-                            const float *imatrix, int block_weights, size_t block_bytes,
-                            kiln_block_quantizer quantize_block, const void *ctx) {
-    int64_t nb = n_per_row / block_weights;
-    uint8_t *y = dst;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < nb; i++, src += block_weights, y += block_bytes)
-            quantize_block(src, imatrix ? imatrix + i * block_weights : NULL, y, ctx);
-    return (size_t)(nrows * nb) * block_bytes;
 }
 
 const kiln_codec *kiln_codec_get(uint32_t type) {

@@ -135,6 +135,18 @@ static int nbr_scalar(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, cons
 }
 
 #ifdef KILN_X86
+/* nbr_scalar's d2 for the list entries j.. in the lanes of d2 (vector type
+ * V, intrinsics prefix P; LOAD reads one level of as many entries), summed
+ * in the scalar order. Both SIMD widths share it; they differ in how a
+ * lane keeps its minimum and how the lanes are merged. */
+#define NBR_D2(V, P, LOAD, d2)                                                                \
+    V d2 = P##_setzero_ps();                                                                  \
+    for (int i = 0; i < 8; i++) {                                                             \
+        V qf = P##_cvtepi32_ps(P##_cvtepu8_epi32(LOAD((const __m128i *)(q + i * li->npad + j)))); \
+        V diff = P##_sub_ps(P##_mul_ps(sc, qf), P##_set1_ps(x[i]));                           \
+        d2 = P##_add_ps(d2, P##_mul_ps(P##_mul_ps(P##_set1_ps(w[i]), diff), diff));           \
+    }
+
 KILN_AVX2 static int
 nbr_avx2(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
          float scale) {
@@ -145,14 +157,7 @@ nbr_avx2(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, c
     __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i n = _mm256_set1_epi32(li->n);
     for (int j = 0; j < li->n; j += 8) {
-        __m256 d2 = _mm256_setzero_ps();
-        for (int i = 0; i < 8; i++) {
-            __m128i q8 = _mm_loadl_epi64((const __m128i *)(q + i * li->npad + j));
-            __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q8));
-            __m256 diff = _mm256_sub_ps(_mm256_mul_ps(sc, qf), _mm256_set1_ps(x[i]));
-            __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
-            d2 = _mm256_add_ps(d2, t);
-        }
+        NBR_D2(__m256, _mm256, _mm_loadl_epi64, d2)
         __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
         lt = _mm256_and_ps(lt, _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane)));
         best = _mm256_blendv_ps(best, d2, lt);
@@ -183,14 +188,7 @@ nbr_avx512(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
     __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i n = _mm512_set1_epi32(li->n);
     for (int j = 0; j < li->n; j += 16) {
-        __m512 d2 = _mm512_setzero_ps();
-        for (int i = 0; i < 8; i++) {
-            __m128i q16 = _mm_loadu_si128((const __m128i *)(q + i * li->npad + j));
-            __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q16));
-            __m512 diff = _mm512_sub_ps(_mm512_mul_ps(sc, qf), _mm512_set1_ps(x[i]));
-            __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(w[i]), diff), diff);
-            d2 = _mm512_add_ps(d2, t);
-        }
+        NBR_D2(__m512, _mm512, _mm_loadu_si128, d2)
         __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ) & _mm512_cmpgt_epi32_mask(n, lane);
         best = _mm512_mask_mov_ps(best, lt, d2);
         bidx = _mm512_mask_mov_epi32(bidx, lt, lane);

@@ -6,7 +6,6 @@
 #include "kscales.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "../core/fp16.h"
 #include "quants.h"
@@ -21,6 +20,18 @@ void kiln_kscales_pack(uint8_t out[12], const uint8_t ls[8], const uint8_t lm[8]
         out[j + 4] = (uint8_t)((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
         out[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
         out[j] |= (uint8_t)((lm[j] >> 4) << 6);
+    }
+}
+
+/* Sub-block factors as ggml computes them: d * sc and dmin * m in float. */
+static void sub_factors(kiln_half d, kiln_half dmin, const uint8_t scales[12], float ds[8],
+                        float dm[8]) {
+    float D = kiln_fp16_to_fp32(d), M = kiln_fp16_to_fp32(dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        kiln_kscale_get(j, scales, &sc, &m);
+        ds[j] = D * sc;
+        dm[j] = M * m;
     }
 }
 
@@ -98,28 +109,12 @@ void kiln_kscale_block(const float *x, const float *qw, int nmax, kiln_kscale_re
 
     /* Requantize against the factors as stored. A sub-block whose scale
      * rounded to zero keeps the search's levels, as in ggml. */
-    float D = kiln_fp16_to_fp32(*d), M = kiln_fp16_to_fp32(*dmin);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        kiln_kscale_get(j, scales, &sc, &m);
-        float ds = D * sc;
-        if (ds) kiln_levels_for_scale(32, x + 32 * j, ds, M * m, 0, nmax, L + 32 * j);
-    }
+    float ds[8], dm[8];
+    sub_factors(*d, *dmin, scales, ds, dm);
+    kiln_levels_for_scales(8, 32, x, ds, dm, 0, nmax, L);
 }
 
 /* ---- dequantization ---------------------------------------------------- */
-
-/* Sub-block factors as ggml computes them: d * sc and dmin * m in float. */
-static void sub_factors(kiln_half d, kiln_half dmin, const uint8_t scales[12], float ds[8],
-                        float dm[8]) {
-    float D = kiln_fp16_to_fp32(d), M = kiln_fp16_to_fp32(dmin);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        kiln_kscale_get(j, scales, &sc, &m);
-        ds[j] = D * sc;
-        dm[j] = M * m;
-    }
-}
 
 static void dequant_scalar(const float ds[8], const float dm[8], const uint8_t *qs,
                            const uint8_t *qh, float *y) {

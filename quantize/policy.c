@@ -74,7 +74,9 @@ int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) 
 
 /* ---- tensor categories (llama.cpp's tensor_get_category) ---------------- */
 
-enum cat { C_OTHER, C_OUTPUT, C_TOKEN_EMBD, C_ATTN_V, C_ATTN_K, C_ATTN_Q, C_ATTN_OUT, C_FFN_UP, C_FFN_GATE, C_FFN_DOWN };
+enum cat {
+    C_OTHER, C_OUTPUT, C_TOKEN_EMBD, C_ATTN_V, C_ATTN_K, C_ATTN_Q, C_ATTN_OUT, C_FFN_UP, C_FFN_GATE, C_FFN_DOWN
+};
 
 static enum cat category(const char *name) {
     static const struct {
@@ -202,6 +204,18 @@ static bool use_more_bits(int64_t i, int64_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
+/* llama.cpp's LLM_TYPE_70B: the architectures whose 80-layer models it
+ * names so (llama only with GQA; without, it is the 65B). */
+static bool is_70b(const kiln_policy_model *m) {
+    static const struct {
+        const char *arch;
+        bool needs_gqa;
+    } ARCH_70B[] = {{"llama", true}, {"qwen2", false}, {"deci", false}, {"olmoe", false}};
+    for (size_t i = 0; m->n_layer == 80 && i < sizeof ARCH_70B / sizeof *ARCH_70B; i++)
+        if (!strcmp(m->arch, ARCH_70B[i].arch)) return !ARCH_70B[i].needs_gqa || m->n_head != m->n_head_kv;
+    return false;
+}
+
 static bool model_ok(const state *s, uint8_t cond, const kiln_policy_tensor *t, uint32_t base) {
     const kiln_policy_model *m = s->m;
     uint32_t gqa = m->n_head_kv ? m->n_head / m->n_head_kv : 0;
@@ -209,7 +223,7 @@ static bool model_ok(const state *s, uint8_t cond, const kiln_policy_tensor *t, 
     case M_GQA4: return gqa >= 4;
     case M_GQA4_OR_EXP4: return gqa >= 4 || m->n_expert >= 4;
     case M_EXP8: return m->n_expert == 8;
-    case M_70B: return !strcmp(m->arch, "llama") && m->n_layer == 80 && m->n_head != m->n_head_kv;
+    case M_70B: return is_70b(m);
     case M_ROW_MISFIT: return t->ne[0] % kiln_type_get(base)->block_size != 0;
     default: return true;
     }

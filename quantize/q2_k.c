@@ -79,11 +79,12 @@ void kiln_dequantize_row_q2_k(const void *src, float *dst, int64_t n) {
  * ggml. */
 static void requantize(const float *x, kiln_block_q2_k *y, uint8_t *L) {
     const float d = kiln_fp16_to_fp32(y->d), dmin = kiln_fp16_to_fp32(y->dmin);
+    float dl[16], ml[16];
     for (int j = 0; j < 16; ++j) {
-        const float dl = d * (y->scales[j] & 0xF);
-        if (dl)
-            kiln_levels_for_scale(16, x + 16 * j, dl, dmin * (y->scales[j] >> 4), 0, 3, L + 16 * j);
+        dl[j] = d * (y->scales[j] & 0xF);
+        ml[j] = dmin * (y->scales[j] >> 4);
     }
+    kiln_levels_for_scales(16, 16, x, dl, ml, 0, 3, L);
     kiln_pack_2bit_k(L, y->qs);
 }
 

@@ -18,7 +18,6 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 
-#include <math.h>
 #include <string.h>
 
 /* The 16 6-bit scales (still biased by 32) out of their 12 bytes. */
@@ -118,11 +117,10 @@ static void finish_block(const float *x, kiln_block_q3_k *y, const int8_t *Ls, f
     y->d = kiln_fp32_to_fp16(d);
     const float dq = kiln_fp16_to_fp32(y->d);
     int sc[16];
+    float dl[16];
     unpack_scales(y->scales, sc);
-    for (int j = 0; j < 16; ++j) {
-        const float dl = dq * (float)(int8_t)(sc[j] - 32);
-        if (dl) kiln_levels_for_scale(16, x + 16 * j, dl, 0.f, -4, 3, (uint8_t *)L + 16 * j);
-    }
+    for (int j = 0; j < 16; ++j) dl[j] = dq * (float)(int8_t)(sc[j] - 32);
+    kiln_levels_for_scales(16, 16, x, dl, NULL, -4, 3, (uint8_t *)L);
     memset(y->hmask, 0, sizeof y->hmask);
     uint8_t low[KILN_QK_K];
     for (int j = 0; j < KILN_QK_K; ++j) {

@@ -108,16 +108,9 @@ KILN_AVX512 static float levels_ref_avx512(const float *x, int nmax, uint8_t *L)
 }
 #endif
 
-/* Levels of one block as ggml's reference quantizers pick them: d = max /
- * -nmax where max is the value of largest magnitude, levels q = x / d + nmax
- * in 0..2*nmax-1. Returns d. */
-static float levels_ref(const float *x, int nmax, uint8_t *L) {
-    return KILN_SIMD_PICK(levels_ref)(x, nmax, L);
-}
-
-/* The same with importance weights (ggml's quantize_row_q4_0_impl /
- * q5_0_impl): weight qw[j] * sqrt(sigma2 + x[j]^2), scale by
- * kiln_make_qx_quants. */
+/* Levels of one block with importance weights (ggml's
+ * quantize_row_q4_0_impl / q5_0_impl): weight qw[j] * sqrt(sigma2 +
+ * x[j]^2), scale by kiln_make_qx_quants. Returns d. */
 static float levels_imatrix(const float *x, const float *qw, float sigma2, int nmax, uint8_t *L) {
     float weight[KILN_QK];
     kiln_importance_weights(KILN_QK, x, qw, sigma2, weight);
@@ -128,20 +121,24 @@ static float levels_imatrix(const float *x, const float *qw, float sigma2, int n
 typedef struct legacy_ctx {
     int nmax;
     kiln_legacy_pack_fn pack;
+    /* ggml's reference levels: d = max / -nmax where max is the value of
+     * largest magnitude, levels q = x / d + nmax in 0..2*nmax-1; returns d.
+     * Picked once per call, not per block. */
+    float (*levels_ref)(const float *x, int nmax, uint8_t *L);
     float sigma2; /* the row's mean x^2, for the imatrix weights */
 } legacy_ctx;
 
 static void legacy_block(const float *x, const float *qw, void *y, const void *ctx) {
     const legacy_ctx *c = ctx;
     uint8_t L[KILN_QK];
-    float d = qw ? levels_imatrix(x, qw, c->sigma2, c->nmax, L) : levels_ref(x, c->nmax, L);
+    float d = qw ? levels_imatrix(x, qw, c->sigma2, c->nmax, L) : c->levels_ref(x, c->nmax, L);
     c->pack(d, L, y);
 }
 
 size_t kiln_legacy_quantize(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                             const float *imatrix, int nmax, kiln_legacy_pack_fn pack,
                             size_t block_bytes) {
-    legacy_ctx c = {nmax, pack, 0};
+    legacy_ctx c = {nmax, pack, KILN_SIMD_PICK(levels_ref), 0};
     if (!imatrix)
         return kiln_quantize_blocks(src, dst, nrows, n_per_row, NULL, KILN_QK, block_bytes,
                                     legacy_block, &c);

@@ -10,7 +10,6 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 
-#include <string.h>
 
 /* A kiln_legacy_pack_fn: low nibbles as in Q4_0, bit 4 of level j in bit j
  * of qh (stored little-endian byte by byte). */

@@ -8,7 +8,6 @@
  * and AVX-512 variants giving the scalar path's exact floats. */
 #include "quants.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "../core/cpu.h"
@@ -53,11 +52,9 @@ static void quantize_block(const float *x, const float *qw, void *dst, const voi
     }
     /* Requantize against the stored scales; a sub-block whose scale rounded
      * to zero keeps the search's levels, as in ggml. */
-    float D = kiln_fp16_to_fp32(y->d);
-    for (int j = 0; j < 16; j++) {
-        float d = D * y->scales[j];
-        if (d) kiln_levels_for_scale(16, x + 16 * j, d, 0.f, -32, 31, (uint8_t *)L + 16 * j);
-    }
+    float D = kiln_fp16_to_fp32(y->d), d[16];
+    for (int j = 0; j < 16; j++) d[j] = D * y->scales[j];
+    kiln_levels_for_scales(16, 16, x, d, NULL, -32, 31, (uint8_t *)L);
     pack(L, y);
 }
 

@@ -16,7 +16,6 @@
 
 #include "../core/cpu.h"
 
-#include <math.h>
 #include <string.h>
 
 static void dequant_scalar(const kiln_block_q8_k *b, float *y) {

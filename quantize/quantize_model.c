@@ -21,40 +21,65 @@
 
 /* ---- one tensor --------------------------------------------------------- */
 
-/* Dequantizes every output row and refuses a non-finite value: a scale
- * that overflowed fp16, say, would otherwise reach the file unnoticed. */
-static int check_output(uint32_t type, const void *dst, int64_t nrows, int64_t ne0, kiln_err *err) {
-    const kiln_codec *c = kiln_codec_get(type);
-    if (type == KILN_F32) return 0; /* the bytes are the input, already checked */
-    if (!c) return kiln_fail(err, NULL, NULL, -1, "kiln cannot read back type %s", kiln_type_name(type));
-    uint64_t row_bytes = kiln_type_row_bytes(type, (uint64_t)ne0);
-    int64_t first_bad = INT64_MAX;
-    bool oom = false;
-    #pragma omp parallel if (nrows > 64)
-    {
-        float *row = malloc((size_t)ne0 * sizeof(float));
-        if (!row) {
-            #pragma omp atomic write
-            oom = true;
-        }
-        #pragma omp for schedule(static)
-        for (int64_t r = 0; r < nrows; r++) {
-            if (!row) continue;
-            c->dequantize_row((const uint8_t *)dst + (uint64_t)r * row_bytes, row, ne0);
-            for (int64_t j = 0; j < ne0; j++)
-                if (!isfinite(row[j])) {
-                    #pragma omp critical(kiln_quant_check)
-                    if (r < first_bad) first_bad = r;
-                    break;
-                }
-        }
-        free(row);
+/* The first failure among chunks quantized in parallel: the lowest row
+ * wins, so the message does not depend on thread timing. */
+typedef struct failure {
+    int64_t row; /* global row (matrix * nrows + row) */
+    kiln_err msg;
+} failure;
+
+static void fail_at(failure *f, int64_t row, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_at(failure *f, int64_t row, const char *fmt, ...) {
+    char buf[sizeof f->msg.msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    #pragma omp critical(kiln_quant_failure)
+    if (row < f->row) {
+        f->row = row;
+        kiln_fail(&f->msg, NULL, NULL, -1, "%s", buf);
     }
-    if (oom) return kiln_fail(err, NULL, NULL, -1, "out of memory");
-    if (first_bad != INT64_MAX)
-        return kiln_fail(err, NULL, NULL, -1, "quantized row %lld reads back as NaN/Inf as %s; refusing to write it",
-                         (long long)first_bad, kiln_type_name(type));
-    return 0;
+}
+
+/* Where in rows [0, nr) the first non-finite input is, for the message. */
+static bool first_non_finite(const float *x, int64_t nr, int64_t ne0, int64_t *r, int64_t *c) {
+    for (int64_t i = 0; i < nr * ne0; i++)
+        if (!isfinite(x[i])) {
+            *r = i / ne0, *c = i % ne0;
+            return true;
+        }
+    return false;
+}
+
+/* Dequantizes rows just written and reports the first that holds a
+ * non-finite value: a scale that overflowed fp16, say, would otherwise
+ * reach the file unnoticed. Returns the row's index in the chunk, or -1. */
+static int64_t bad_output_row(const kiln_codec *c, const uint8_t *y, uint64_t row_bytes, int64_t nr, int64_t ne0,
+                              float *row) {
+    for (int64_t r = 0; r < nr; r++) {
+        c->dequantize_row(y + (uint64_t)r * row_bytes, row, ne0);
+        /* an exponent of all ones is Inf or NaN; no early exit, so the
+         * loop vectorizes */
+        uint32_t bad = 0;
+        #pragma omp simd reduction(|:bad)
+        for (int64_t j = 0; j < ne0; j++) {
+            uint32_t u;
+            memcpy(&u, &row[j], sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad) return r;
+    }
+    return -1;
+}
+
+/* Rows per parallel chunk: at least 8 chunks per thread for balance, at
+ * most 64K values so a chunk is still in cache when its output is read
+ * back for the check. */
+static int64_t chunk_rows(int64_t nrows, int64_t ne0) {
+    int64_t per = (nrows + 8 * omp_get_max_threads() - 1) / (8 * omp_get_max_threads());
+    int64_t cap = ne0 >= 65536 ? 1 : 65536 / ne0;
+    return per < 1 ? 1 : per > cap ? cap : per;
 }
 
 int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
@@ -62,6 +87,8 @@ int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const i
     int64_t ne0 = ne[0], nrows = ne[1], n_mat = ne[2] * ne[3], zero = 0;
     if (zero_experts) *zero_experts = 0;
     if (ne0 <= 0 || nrows <= 0 || n_mat <= 0) return 0;
+    const kiln_codec *c = kiln_codec_get(type);
+    if (!c || !c->quantize) return kiln_fail(err, NULL, NULL, -1, "kiln cannot quantize to %s", kiln_type_name(type));
     float *w = NULL;
     if (imatrix) {
         if (!(w = malloc((size_t)(ne0 * ne[2]) * sizeof(float))))
@@ -72,18 +99,42 @@ int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const i
         }
     }
     uint64_t row_bytes = kiln_type_row_bytes(type, (uint64_t)ne0);
-    int rc = 0;
-    for (int64_t m = 0; rc == 0 && m < n_mat; m++) {
-        const float *wm = w ? w + (m % ne[2]) * ne0 : NULL;
-        kiln_err inner = {{0}};
-        if (!kiln_quantize_rows(type, src + m * nrows * ne0, (uint8_t *)dst + (uint64_t)(m * nrows) * row_bytes,
-                                nrows, ne0, wm, &inner))
-            rc = n_mat > 1 ? kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)m, inner.msg)
-                           : kiln_fail(err, NULL, NULL, -1, "%s", inner.msg);
+    int64_t per = chunk_rows(nrows, ne0), per_mat = (nrows + per - 1) / per, nchunks = per_mat * n_mat;
+    failure f = {.row = INT64_MAX};
+    /* One parallel region over every expert's chunks; kiln_quantize_rows
+     * runs single-threaded inside it (OpenMP does not nest by default), so
+     * the output is read back for the check while it is still in cache. */
+    #pragma omp parallel if (nchunks > 1)
+    {
+        float *row = type == KILN_F32 ? NULL : malloc((size_t)ne0 * sizeof(float));
+        if (type != KILN_F32 && !row) fail_at(&f, -1, "out of memory");
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t ci = 0; ci < nchunks; ci++) {
+            int64_t m = ci / per_mat, r0 = (ci % per_mat) * per, nr = nrows - r0 < per ? nrows - r0 : per, rr, cc;
+            const float *x = src + (m * nrows + r0) * ne0;
+            uint8_t *y = (uint8_t *)dst + (uint64_t)(m * nrows + r0) * row_bytes;
+            kiln_err inner = {{0}};
+            if (!kiln_quantize_rows(type, x, y, nr, ne0, w ? w + (m % ne[2]) * ne0 : NULL, &inner)) {
+                if (first_non_finite(x, nr, ne0, &rr, &cc))
+                    fail_at(&f, m * nrows + r0 + rr, "row %lld column %lld is %s; refusing to quantize",
+                            (long long)(r0 + rr), (long long)cc, isnan(x[rr * ne0 + cc]) ? "NaN" : "infinite");
+                else
+                    fail_at(&f, m * nrows + r0, "%s", inner.msg);
+                continue;
+            }
+            int64_t bad = row ? bad_output_row(c, y, row_bytes, nr, ne0, row) : -1;
+            if (bad >= 0)
+                fail_at(&f, m * nrows + r0 + bad, "row %lld reads back as NaN/Inf as %s; refusing to write it",
+                        (long long)(r0 + bad), kiln_type_name(type));
+        }
+        free(row);
     }
     free(w);
-    if (rc == 0) rc = check_output(type, dst, nrows * n_mat, ne0, err);
-    if (rc < 0) return -1;
+    if (f.row != INT64_MAX) {
+        if (n_mat > 1 && f.row >= 0)
+            return kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)(f.row / nrows), f.msg.msg);
+        return kiln_fail(err, NULL, NULL, -1, "%s", f.msg.msg);
+    }
     if (zero_experts) *zero_experts = zero;
     return (int64_t)(row_bytes * (uint64_t)(nrows * n_mat));
 }
@@ -149,7 +200,7 @@ typedef struct source {
 } source;
 
 static void source_close(source *s) {
-    for (uint64_t i = 0; i < s->n; i++) free(s->t[i].name);
+    for (uint64_t i = 0; s->t && i < s->n; i++) free(s->t[i].name);
     free(s->t);
     if (s->kv != s->g) kiln_gguf_close(s->kv);
     kiln_gguf_close(s->g);

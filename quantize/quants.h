@@ -1,6 +1,7 @@
 /* quantize/quants.h - prototypes of every codec's entry points, and the
- * two pieces of plumbing every codec file would otherwise write again: the
- * loop over rows and blocks, and the pick of a kernel's SIMD variant.
+ * plumbing every codec file would otherwise write again: the loop over
+ * rows and blocks, the instruction sets of the SIMD variants, and the pick
+ * of the variant to run.
  *
  * One block of three prototypes per format, in ggml's naming scheme (see
  * codec.h). The block structs and their byte diagrams live in blocks.h; the
@@ -55,10 +56,20 @@ typedef void (*kiln_block_quantizer)(const float *x, const float *qw, void *y, c
  * block by block, in order, into consecutive blocks of block_bytes each;
  * block i of a row gets imatrix + i * block_weights, or NULL when imatrix is
  * NULL. Returns the bytes written. A row reference quantizer is the call
- * with nrows = 1 and no imatrix. */
-size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
-                            const float *imatrix, int block_weights, size_t block_bytes,
-                            kiln_block_quantizer quantize_block, const void *ctx);
+ * with nrows = 1 and no imatrix. Inline, so that each codec's call compiles
+ * to its own loop with a direct call of its block function, which the
+ * compiler may then inline. */
+static inline size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows,
+                                          int64_t n_per_row, const float *imatrix,
+                                          int block_weights, size_t block_bytes,
+                                          kiln_block_quantizer quantize_block, const void *ctx) {
+    int64_t nb = n_per_row / block_weights;
+    uint8_t *y = (uint8_t *)dst;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < nb; i++, src += block_weights, y += block_bytes)
+            quantize_block(src, imatrix ? imatrix + i * block_weights : NULL, y, ctx);
+    return (size_t)(nrows * nb) * block_bytes;
+}
 
 /* The instruction sets the AVX2 and AVX-512 variants of a kernel are
  * compiled for: what kiln_simd() checks before it reports each level. The

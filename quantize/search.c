@@ -11,7 +11,13 @@
  * same sequential comparison as the scalar code, so results are identical.
  * The searches whose steps depend on each other (make_q3_quants and the
  * coordinate-descent refinements) and the small make_qp_quants (over the
- * 8 or 16 sub-block scales) stay scalar. */
+ * 8 or 16 sub-block scales) stay scalar. (The descents of make_q3_quants
+ * and make_qp_quants look alike but are not the same: ggml tests sl2 > 0
+ * at different points and clamps differently, and both orders are kept.)
+ *
+ * At the end, the two steps every k-quant takes around its searches: the
+ * importance weights of an imatrix, and the final levels against the
+ * scales as stored. */
 /* ggml rounds every product before adding it. -std=c11 already forbids
  * fusing them into FMAs, but a build in GNU mode would fuse them inside
  * the AVX-512 functions and change the bytes. */
@@ -615,6 +621,12 @@ fixed_levels_avx512(int n, const float *x, float d, float m, int lo, int hi, uin
 }
 #endif
 
-void kiln_levels_for_scale(int n, const float *x, float d, float m, int lo, int hi, uint8_t *L) {
-    KILN_SIMD_PICK(fixed_levels)(n, x, d, m, lo, hi, L);
+void kiln_levels_for_scales(int nsub, int n, const float *x, const float *d, const float *m,
+                            int lo, int hi, uint8_t *L) {
+    void (*levels)(int, const float *, float, float, int, int, uint8_t *) =
+        KILN_SIMD_PICK(fixed_levels);
+    /* x + 0 is x (or a zero of the other sign, which rounds to level 0
+     * all the same), so "no offset" needs no path of its own */
+    for (int j = 0; j < nsub; ++j)
+        if (d[j]) levels(n, x + n * j, d[j], m ? m[j] : 0.f, lo, hi, L + n * j);
 }

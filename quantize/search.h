@@ -35,11 +35,12 @@ static inline int kiln_nearest_int(float f) {
 static inline float kiln_max_magnitude(const float *x, int n, float *amax) {
     float max = 0, a = 0;
     for (int i = 0; i < n; ++i) {
+        /* written as selects, which GCC compiles without a branch: on real
+         * weights a branch here mispredicts often */
         float ax = fabsf(x[i]);
-        if (ax > a) {
-            a = ax;
-            max = x[i];
-        }
+        bool more = ax > a;
+        max = more ? x[i] : max;
+        a = more ? ax : a;
     }
     *amax = a;
     return max;
@@ -51,11 +52,14 @@ static inline float kiln_max_magnitude(const float *x, int n, float *amax) {
  * of the n weights, added in order. */
 float kiln_importance_weights(int n, const float *x, const float *qw, float sigma2, float *w);
 
-/* Levels of n values (n a multiple of 16) against a scale d and offset m
- * fixed in advance, as every k-quant requantizes once its scales are
- * rounded to the bits it stores: L[i] = clamp(nearest((x[i] + m) / d),
- * lo, hi) - lo. Every SIMD level gives the same bytes. */
-void kiln_levels_for_scale(int n, const float *x, float d, float m, int lo, int hi, uint8_t *L);
+/* The last step of every k-quant: the levels of a block against its
+ * sub-block scales as stored (rounded to the bits the format keeps). For
+ * each of nsub sub-blocks j of n values (n a multiple of 16),
+ * L = clamp(nearest((x + m[j]) / d[j]), lo, hi) - lo, where m NULL means no
+ * offset. A sub-block whose d[j] is 0 keeps the levels L already holds
+ * (the search's), as in ggml. Every SIMD level gives the same bytes. */
+void kiln_levels_for_scales(int nsub, int n, const float *x, const float *d, const float *m,
+                            int lo, int hi, uint8_t *L);
 
 /* Symmetric levels in [-nmax, nmax-1], stored in L as level + nmax.
  * rmse_type selects the weighting (ggml's make_qx_quants semantics). */

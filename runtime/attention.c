@@ -4,34 +4,98 @@
  * with grouped KV heads, and the output projection.
  *
  * As in llama.cpp: head h reads KV head h / (n_head / n_head_kv); scores
- * are f32 dot products scaled by 1/sqrt(head_dim) inside the softmax. New
- * keys and values are written straight into the cache rows of their
- * positions (consecutive), so a batch costs no extra copies. */
+ * are f32 dot products scaled by 1/sqrt(head_dim) inside the softmax; and
+ * in KILN_NUM_GGML mode every sum is ordered as ggml's CPU backend orders
+ * it (see kiln_attend). New keys and values are written straight into the
+ * cache rows of their positions (consecutive), so a batch costs no extra
+ * copies. */
 #include "forward_impl.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
+/* o = sum over j < n_att of p[j] * v_j as llamafile's tinyBLAS computes a
+ * batch's product with the transposed V cache: 16 fused chains, position j
+ * in chain j % 16, then _mm512_reduce_add_ps. acc: 16 rows of hd. */
+static void kqv_tinyblas(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att,
+                         int64_t hd, float *acc, float *o) {
+    memset(acc, 0, (size_t)(16 * hd) * sizeof *acc);
+    for (int64_t j = 0; j < n_att; j++) kiln_vec_axpy(acc + (j % 16) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
+    kiln_reduce16_rows(acc, hd, o, hd);
+}
+
+/* The same as ggml_vec_dot_f32 over n_kv positions computes it: 64 chains
+ * over the first n_kv & ~63, combined (c + c+32) + (c+16 + c+48) per lane
+ * and reduced like kiln_vec_dot, the remaining products added in double.
+ * acc: 64 rows of hd. */
+static void kqv_vecdot(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att,
+                       int64_t n_kv, int64_t hd, float *acc, float *o) {
+    const int64_t np = n_kv & ~(int64_t)63, nj = n_att < np ? n_att : np;
+    memset(acc, 0, (size_t)(64 * hd) * sizeof *acc);
+    for (int64_t j = 0; j < nj; j++) kiln_vec_axpy(acc + (j % 64) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
+    for (int64_t l = 0; l < 16; l++) {
+        kiln_vec_add(acc + l * hd, acc + (32 + l) * hd, hd);
+        kiln_vec_add(acc + (16 + l) * hd, acc + (48 + l) * hd, hd);
+        kiln_vec_add(acc + l * hd, acc + (16 + l) * hd, hd);
+    }
+    kiln_reduce16_rows(acc, hd, o, hd);
+    for (int64_t d = 0; d < hd && n_att > np; d++) {
+        double s = o[d];
+        for (int64_t j = np; j < n_att; j++) s += (double)(kiln_kv_v(kv, il, j)[off + d] * p[j]);
+        o[d] = (float)s;
+    }
+}
+
+/* KILN_NUM_EXACT: scores and weighted sums in double, the same whatever
+ * the batch. */
+static float dot_exact(const float *a, const float *b, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return (float)s;
+}
+
+static void kqv_exact(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att, int64_t hd,
+                      float *o) {
+    for (int64_t d = 0; d < hd; d++) {
+        double s = 0.0;
+        for (int64_t j = 0; j < n_att; j++) s += (double)p[j] * kiln_kv_v(kv, il, j)[off + d];
+        o[d] = (float)s;
+    }
+}
+
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
     const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
+    /* llama.cpp's KV view holds exactly the cells in use (n_pad 1): its
+     * softmax rows are n_kv long, masked beyond each token, and the V
+     * product goes to tinyBLAS only for batches of 2+ tokens over a
+     * multiple of 16 cells, else to ggml_vec_dot_f32 */
+    const int64_t n_kv = n_past + n;
+    const bool tinyblas = n >= 2 && n_kv % 16 == 0, exact = c->p.mode == KILN_NUM_EXACT;
     const float scale = 1.0f / sqrtf((float)hd);
     const kiln_kv_cache *kv = &c->kv;
     /* threads only pay off once there is real work */
-    const double work = (double)n * (double)nh * (double)(n_past + n) * (double)hd;
+    const double work = (double)n * (double)nh * (double)n_kv * (double)hd;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (work > 1e6)
     for (int64_t job = 0; job < n * nh; job++) {
-        const int64_t t = job / nh, h = job % nh, g = h / group;
+        const int64_t t = job / nh, h = job % nh, off = (h / group) * hd;
         const int64_t n_att = n_past + t + 1; /* causal: itself and before */
-        float *s = c->scores + (int64_t)omp_get_thread_num() * c->n_ctx;
+        float *s = c->work + (int64_t)omp_get_thread_num() * c->work_stride, *acc = s + c->n_ctx;
         const float *qh = c->q + t * n_q + h * hd;
-        for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot(qh, kiln_kv_k(kv, il, j) + g * hd, hd);
-        kiln_softmax(s, n_att, scale);
         float *o = c->att + t * n_q + h * hd;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int64_t j = 0; j < n_att; j++) kiln_vec_axpy(o, kiln_kv_v(kv, il, j) + g * hd, s[j], hd);
+        if (exact) {
+            for (int64_t j = 0; j < n_att; j++) s[j] = dot_exact(qh, kiln_kv_k(kv, il, j) + off, hd);
+            kiln_softmax(s, n_att, scale, KILN_NUM_EXACT);
+            kqv_exact(kv, il, off, s, n_att, hd, o);
+            continue;
+        }
+        for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot(qh, kiln_kv_k(kv, il, j) + off, hd);
+        for (int64_t j = n_att; j < n_kv; j++) s[j] = -INFINITY;
+        kiln_softmax(s, n_kv, scale, KILN_NUM_GGML);
+        if (tinyblas) kqv_tinyblas(kv, il, off, s, n_att, hd, acc, o);
+        else kqv_vecdot(kv, il, off, s, n_att, n_kv, hd, acc, o);
     }
 }
 

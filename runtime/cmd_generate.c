@@ -33,14 +33,17 @@ enum { O_TEMP = 256, O_TOPK, O_TOPP, O_SEED, O_IDS, O_EXACT };
 typedef struct out_state {
     const kiln_tokenizer *tok;
     bool ids;
+    bool strip_space; /* the next piece's leading space is SentencePiece's prefix */
 } out_state;
 
-static void print_token(const out_state *o, int32_t id) {
+static void print_token(out_state *o, int32_t id) {
     if (o->ids) {
         printf("%d ", id);
     } else {
         size_t len;
         const char *piece = kiln_token_piece(o->tok, id, &len);
+        if (o->strip_space && len && piece[0] == ' ') piece++, len--;
+        o->strip_space = false;
         fwrite(piece, 1, len, stdout);
     }
     fflush(stdout);
@@ -116,7 +119,9 @@ int kiln_cmd_generate(int argc, char **argv) {
         if (!(ctx = kiln_ctx_new(m, &cp, &err))) rc = kiln_cli_fail(&err);
     }
     if (rc == KILN_EXIT_OK) {
-        out_state o = {.tok = m->tok, .ids = ids};
+        /* as llama.cpp's detokenizer does, the space SentencePiece puts
+         * before the first word is not printed */
+        out_state o = {.tok = m->tok, .ids = ids, .strip_space = prompt[0] != ' '};
         /* the prompt as the model sees it, BOS and all (BOS prints as nothing) */
         for (size_t i = 0; i < n; i++)
             if (ids || tokens[i] != kiln_tokenizer_bos(m->tok)) print_token(&o, tokens[i]);

@@ -13,7 +13,7 @@ int kiln_ffn(kiln_ctx *c, const kiln_tensor *gate, const kiln_tensor *gate_b, co
     if (gate) {
         if (kiln_fwd_matmul(c, gate, -1, x, n, c->ff_a, err) < 0) return -1;
         kiln_fwd_bias(c->ff_a, gate_b, n, n_ff);
-        kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, n * n_ff);
+        kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, n, n_ff, c->p.mode);
     } else {
         kiln_gelu(c->ff_b, c->ff_a, n * n_ff, c->p.mode);
     }

@@ -29,9 +29,9 @@ static int alloc_scratch(kiln_ctx *c) {
     const int64_t n_q = hp->head_dim * hp->n_head, n_qkv = n_q + 2 * hp->head_dim * hp->n_head_kv;
     const int64_t n_ff = max64(hp->n_ff, max64(hp->n_ff_exp, hp->n_ff_shexp));
     const int64_t k = hp->n_expert_used;
-    float **bufs[] = {&c->x, &c->xn, &c->q, &c->att, &c->tmp, &c->ff_a, &c->ff_b, &c->rope_cs, &c->scores};
+    float **bufs[] = {&c->x, &c->xn, &c->q, &c->att, &c->tmp, &c->ff_a, &c->ff_b, &c->rope_cs, &c->work};
     const int64_t sizes[] = {b * d, b * d, b * n_q, b * n_q, b * max64(d, n_qkv), b * n_ff, b * n_ff,
-                             b * max64(hp->n_rot, 1), (int64_t)c->n_threads * c->n_ctx};
+                             b * max64(hp->n_rot, 1), (int64_t)c->n_threads * c->work_stride};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!(*bufs[i] = malloc((size_t)sizes[i] * sizeof(float)))) return -1;
     if (hp->n_expert == 0) return 0;
@@ -66,9 +66,11 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
     c->n_batch = c->n_ctx < KILN_MAX_BATCH ? c->n_ctx : KILN_MAX_BATCH;
     c->n_threads = omp_get_max_threads();
     if (c->n_threads < 1) c->n_threads = 1;
+    c->work_stride = c->n_ctx + 64 * hp->head_dim;
     c->rope = (kiln_rope){.n_rot = hp->n_rot, .neox = hp->rope_neox, .freq_base = hp->rope_freq_base,
                           .freq_scale = hp->rope_freq_scale,
-                          .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL};
+                          .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
+                          .mode = c->p.mode};
     if (kiln_kv_init(&c->kv, hp->n_layer, c->n_ctx, hp->head_dim * hp->n_head_kv, err) < 0) goto fail;
     if (alloc_scratch(c) < 0) {
         kiln_fail(err, NULL, "n_ctx", -1, "out of memory for the buffers of %lld positions",
@@ -85,7 +87,7 @@ void kiln_ctx_free(kiln_ctx *c) {
     if (!c) return;
     kiln_kv_free(&c->kv);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
-                    c->rope_cs, c->scores, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
+                    c->rope_cs, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
                     c->ex_out, c->slot_out, c->sh_gate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);

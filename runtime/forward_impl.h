@@ -20,7 +20,7 @@ struct kiln_ctx {
     int64_t n_ctx, n_past, n_batch;
     kiln_kv_cache kv;
     kiln_rope rope;
-    int n_threads;     /* attention workers; scores holds one row each */
+    int n_threads;     /* attention workers; work holds a slice for each */
 
     float *x;          /* residual stream, n_embd per token */
     float *xn;         /* normed input of the current block, n_embd */
@@ -29,7 +29,9 @@ struct kiln_ctx {
     float *tmp;        /* a block's output (or fused qkv), max(n_embd, qkv) */
     float *ff_a, *ff_b; /* FFN hidden activations, largest FFN width */
     float *rope_cs;    /* RoPE (cos, sin) of each token, n_rot */
-    float *scores;     /* attention weights, n_ctx per worker */
+    float *work;       /* per worker: n_ctx attention weights, then 64 rows
+                        * of head_dim partial sums (work_stride floats) */
+    int64_t work_stride;
 
     /* MoE routing: per token the selected experts and their weights, and
      * per (token, slot) the weighted expert output, summed in slot order */

@@ -64,7 +64,8 @@ static int float_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_o
             else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
         }
     }
-    kiln_fgemm(rows_f32, &s, n_in, n_out, xr ? xr : x, n_tokens, y);
+    if (n_tokens > 1 || !kiln_fdecode(wtype, w, n_in, n_out, xr ? xr : x, y))
+        kiln_fgemm(rows_f32, &s, n_in, n_out, xr ? xr : x, n_tokens, y);
     free(xr);
     return 0;
 }

@@ -18,9 +18,9 @@
 
 /* Softmax of one token's router logits, then the k best experts (ties go
  * to the lower index) and their weights. */
-static void route(const kiln_hparams *hp, float *probs, int32_t *sel, float *w) {
+static void route(const kiln_hparams *hp, kiln_numeric_mode mode, float *probs, int32_t *sel, float *w) {
     const int64_t n_exp = hp->n_expert, k = hp->n_expert_used;
-    kiln_softmax(probs, n_exp, 1.0f);
+    kiln_softmax(probs, n_exp, 1.0f, mode);
     for (int64_t j = 0; j < k; j++) {
         int32_t best = -1;
         for (int32_t e = 0; e < (int32_t)n_exp; e++) {
@@ -48,7 +48,7 @@ static int run_expert(kiln_ctx *c, const kiln_layer *L, int e, const float *x, i
     if (kiln_fwd_matmul(c, L->ffn_up_exps, e, c->ex_in, m, c->ff_b, err) < 0 ||
         kiln_fwd_matmul(c, L->ffn_gate_exps, e, c->ex_in, m, c->ff_a, err) < 0)
         return -1;
-    kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, m * f);
+    kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, m, f, c->p.mode);
     if (kiln_fwd_matmul(c, L->ffn_down_exps, e, c->ff_a, m, c->ex_out, err) < 0) return -1;
     for (int64_t i = 0; i < m; i++) {
         const float wt = c->sel_w[c->rows[i]];
@@ -79,7 +79,7 @@ int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *ou
     const kiln_layer *L = &c->m->layers[il];
     const int64_t d = hp->n_embd, n_exp = hp->n_expert, k = hp->n_expert_used;
     if (kiln_fwd_matmul(c, L->ffn_gate_inp, -1, x, n, c->router, err) < 0) return -1;
-    for (int64_t t = 0; t < n; t++) route(hp, c->router + t * n_exp, c->sel + t * k, c->sel_w + t * k);
+    for (int64_t t = 0; t < n; t++) route(hp, c->p.mode, c->router + t * n_exp, c->sel + t * k, c->sel_w + t * k);
     for (int e = 0; e < (int)n_exp; e++) {
         int64_t m = 0;
         for (int64_t i = 0; i < n * k; i++)

@@ -1,7 +1,9 @@
 /* runtime/ops.c - norms, RoPE, softmax, activations and vector kernels of
- * the forward pass, written to perform ggml's float operations (see
- * ops.h for why). Where a comment says "as ggml", the precision or the
- * order of operations is the point and must not be "simplified". */
+ * the forward pass, performing ggml's float operations (see ops.h for why
+ * and for which build of ggml). Where a comment says "as ggml", the
+ * precision or the order of operations is the point and must not be
+ * "simplified"; the Makefile's -ffp-contract=off keeps the compiler from
+ * fusing anything not written as fmaf here. */
 #include "ops.h"
 
 #include "../core/cpu.h"
@@ -10,6 +12,9 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
+
+/* ---- norms ------------------------------------------------------------- */
 
 void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
     /* as ggml: squares in float, summed in double, mean rounded to float */
@@ -44,7 +49,18 @@ void kiln_layer_norm(const float *x, const float *w, const float *b, float *y, i
     }
 }
 
+/* ---- RoPE -------------------------------------------------------------- */
+
 void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
+    if (r->mode == KILN_NUM_EXACT) {
+        for (int64_t i = 0; i < r->n_rot; i += 2) {
+            const double ff = r->freq_factors ? r->freq_factors[i / 2] : 1.0;
+            const double t = r->freq_scale * ((double)pos * pow(r->freq_base, -(double)i / (double)r->n_rot) / ff);
+            cs[i] = (float)cos(t);
+            cs[i + 1] = (float)sin(t);
+        }
+        return;
+    }
     /* as ggml: one powf for the ratio, then each angle is the previous one
      * times the ratio, in float (not pos * base^(-i/d) computed afresh) */
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
@@ -58,17 +74,111 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
     }
 }
 
-void kiln_rope_head(const kiln_rope *r, const float *cs, float *x) {
+/* GGML mode: gcc -O3 -march=native contracts ggml's x0*c - x1*s and
+ * x0*s + x1*c into these two fused multiply-adds (checked against gcc 12,
+ * the compiler of the golden build). */
+static inline __attribute__((always_inline)) void rope_fused(const kiln_rope *r, const float *cs, float *x) {
     const int64_t half = r->n_rot / 2;
     for (int64_t i = 0; i < r->n_rot; i += 2) {
         const int64_t a = r->neox ? i / 2 : i, b = r->neox ? i / 2 + half : i + 1;
         const float c = cs[i], s = cs[i + 1], x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+        x[a] = fmaf(x0, c, -(x1 * s));
+        x[b] = fmaf(x0, s, x1 * c);
+    }
+}
+__attribute__((target("avx2,fma"))) static void rope_fma(const kiln_rope *r, const float *cs, float *x) {
+    rope_fused(r, cs, x);
+}
+static void rope_generic(const kiln_rope *r, const float *cs, float *x) {
+    rope_fused(r, cs, x);
+}
+
+void kiln_rope_head(const kiln_rope *r, const float *cs, float *x) {
+    if (r->mode != KILN_NUM_EXACT) {
+        if (kiln_simd() >= KILN_SIMD_AVX2) rope_fma(r, cs, x);
+        else rope_generic(r, cs, x);
+        return;
+    }
+    const int64_t half = r->n_rot / 2;
+    for (int64_t i = 0; i < r->n_rot; i += 2) {
+        const int64_t a = r->neox ? i / 2 : i, b = r->neox ? i / 2 + half : i + 1;
+        const double c = cs[i], s = cs[i + 1], x0 = x[a], x1 = x[b];
+        x[a] = (float)(x0 * c - x1 * s);
+        x[b] = (float)(x0 * s + x1 * c);
     }
 }
 
-void kiln_softmax(float *x, int64_t n, float scale) {
+/* ---- exponentials ---------------------------------------------------------- */
+
+/* ggml_v_expf of the AVX-512 build, one lane: exp(x) = 2^n * p(b) with
+ * n = round(x / ln 2), b = x - n ln 2 in two steps, p a degree-5
+ * polynomial; |n| > 192 gives 0 or infinity. Same bits as the vector code. */
+static inline __attribute__((always_inline)) float vexp_lane(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (n != n) return n; /* NaN in, NaN out */
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    /* j * 2^n rounded once, as vscalefps: scale in two exact-then-rounding
+     * steps where 2^n itself is not a normal float */
+    const int e = (int)n;
+    if (e < -126) return (j * kiln_bits_f32((uint32_t)(e + 100 + 127) << 23)) * 0x1p-100f;
+    if (e > 127) return (j * 0x1p127f) * kiln_bits_f32((uint32_t)(e - 127 + 127) << 23);
+    return j * kiln_bits_f32((uint32_t)(e + 127) << 23);
+}
+
+/* The order of _mm512_reduce_add_ps (gcc 12): halves, quarters, then
+ * (v0 + v2) + (v1 + v3). */
+static inline float reduce16(const float *v) {
+    float h8[8], h4[4];
+    for (int i = 0; i < 8; i++) h8[i] = v[8 + i] + v[i];
+    for (int i = 0; i < 4; i++) h4[i] = h8[4 + i] + h8[i];
+    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+__attribute__((target("avx512f"))) static inline __m512 vexp_avx512(__m512 x) {
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)),
+                                      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+    const __m512 j = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (!big) return res;
+    const __mmask16 neg = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    const __m512 edge = _mm512_mask_blend_ps(neg, _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, edge);
+}
+
+/* x[0..16) = exp(x - max); returns their sum in reduce16's order. */
+__attribute__((target("avx512f"))) static float exp16_avx512(float *x, float max) {
+    const __m512 v = vexp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x), _mm512_set1_ps(max)));
+    _mm512_storeu_ps(x, v);
+    return _mm512_reduce_add_ps(v);
+}
+
+/* The same with the scalar lane, instantiated with hardware FMA (AVX2
+ * CPUs) and without (fmaf from libm): identical bits, different speed. */
+static inline __attribute__((always_inline)) float exp16_lanes(float *x, float max) {
+    for (int l = 0; l < 16; l++) x[l] = vexp_lane(x[l] - max);
+    return reduce16(x);
+}
+__attribute__((target("avx2,fma"))) static float exp16_fma(float *x, float max) {
+    return exp16_lanes(x, max);
+}
+static float exp16_generic(float *x, float max) {
+    return exp16_lanes(x, max);
+}
+
+void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
         x[i] *= scale;
@@ -76,31 +186,73 @@ void kiln_softmax(float *x, int64_t n, float scale) {
     }
     if (max == -INFINITY) {
         /* nothing to attend to: exp(-inf - -inf) would be NaN */
-        for (int64_t i = 0; i < n; i++) x[i] = 0.0f;
+        memset(x, 0, (size_t)n * sizeof *x);
         return;
     }
-    /* as ggml: exponentials in float, their sum in double, one reciprocal */
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    if (mode == KILN_NUM_EXACT) {
+        for (; i < n; i++) sum += exp((double)x[i] - max);
+        for (i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - max) / sum);
+        return;
+    }
+    /* as ggml_vec_soft_max_f32: blocks of 16 by the polynomial, each
+     * block's sum added to a double; glibc's expf for the rest */
+    const kiln_simd_level lvl = kiln_simd();
+    float (*block)(float *, float) = lvl >= KILN_SIMD_AVX512 ? exp16_avx512
+                                     : lvl >= KILN_SIMD_AVX2 ? exp16_fma
+                                                             : exp16_generic;
+    for (; i + 16 <= n; i += 16) sum += (double)block(x + i, max);
+    for (; i < n; i++) {
         const float v = expf(x[i] - max);
         x[i] = v;
         sum += (double)v;
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+    for (i = 0; i < n; i++) x[i] *= inv;
 }
 
-static inline float silu(float x) {
-    return x / (1.0f + expf(-x));
+/* ---- activations ----------------------------------------------------------- */
+
+__attribute__((target("avx512f"))) static void silu16_avx512(const float *g, const float *u, float *y) {
+    const __m512 x = _mm512_loadu_ps(g);
+    const __m512 e = vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u)));
+}
+static inline __attribute__((always_inline)) void silu16_lanes(const float *g, const float *u, float *y) {
+    for (int l = 0; l < 16; l++) y[l] = (g[l] / (1.0f + vexp_lane(0.0f - g[l]))) * u[l];
+}
+__attribute__((target("avx2,fma"))) static void silu16_fma(const float *g, const float *u, float *y) {
+    silu16_lanes(g, u, y);
+}
+static void silu16_generic(const float *g, const float *u, float *y) {
+    silu16_lanes(g, u, y);
 }
 
-void kiln_swiglu(const float *g, const float *u, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = silu(g[i]) * u[i];
+void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t n, kiln_numeric_mode mode) {
+    if (mode == KILN_NUM_EXACT) {
+        for (int64_t i = 0; i < rows * n; i++) y[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+        return;
+    }
+    /* as ggml_vec_swiglu_f32, row by row: blocks of 16 by ggml_v_silu,
+     * the rest with glibc's expf */
+    const kiln_simd_level lvl = kiln_simd();
+    void (*block)(const float *, const float *, float *) = lvl >= KILN_SIMD_AVX512 ? silu16_avx512
+                                                           : lvl >= KILN_SIMD_AVX2 ? silu16_fma
+                                                                                   : silu16_generic;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = g + r * n, *ur = u + r * n;
+        float *yr = y + r * n;
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) block(gr + i, ur + i, yr + i);
+        for (; i < n; i++) yr[i] = (gr[i] / (1.0f + expf(-gr[i]))) * ur[i];
+    }
 }
 
+/* ggml_gelu_f32 as gcc -O3 -march=native compiles it: 1 + a*x*x is fused. */
 static float gelu_f32(float x) {
     const float k = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+    return (0.5f * x) * (1.0f + tanhf((k * x) * fmaf(0.044715f * x, x, 1.0f)));
 }
 
 /* ggml evaluates GELU by rounding the input to fp16 and reading a table of
@@ -114,16 +266,11 @@ static void gelu_table_init(void) {
 }
 
 void kiln_gelu(const float *x, float *y, int64_t n, kiln_numeric_mode mode) {
-    if (mode == KILN_NUM_EXACT) {
+    if (mode == KILN_NUM_EXACT || pthread_once(&g_gelu_once, gelu_table_init) != 0) {
         for (int64_t i = 0; i < n; i++) {
             const double v = x[i];
             y[i] = (float)(0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
         }
-        return;
-    }
-    if (pthread_once(&g_gelu_once, gelu_table_init) != 0) {
-        /* cannot happen with a valid once-control; fall back to the formula */
-        for (int64_t i = 0; i < n; i++) y[i] = gelu_f32(x[i]);
         return;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -137,76 +284,97 @@ void kiln_gelu(const float *x, float *y, int64_t n, kiln_numeric_mode mode) {
 float kiln_sigmoid(float x, kiln_numeric_mode mode) {
     if (mode == KILN_NUM_EXACT) return (float)(1.0 / (1.0 + exp(-(double)x)));
     if (x == 0.0f) return 0.5f; /* ggml's silu(0)/0 would be NaN */
-    return silu(x) / x;
+    return (x / (1.0f + expf(-x))) / x;
+}
+
+/* ---- vector kernels -------------------------------------------------------- */
+
+__attribute__((target("avx512f"))) static void add_avx512(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+__attribute__((target("avx2"))) static void add_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
 }
 
 void kiln_vec_add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    const kiln_simd_level lvl = kiln_simd();
+    if (lvl >= KILN_SIMD_AVX512) add_avx512(y, x, n);
+    else if (lvl >= KILN_SIMD_AVX2) add_avx2(y, x, n);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* Four accumulators, as ggml's f32 dot product keeps, so long rows do not
- * lose precision to one running sum. */
+/* The n % 64 products ggml_vec_dot_f32 leaves to a scalar loop in double. */
+static float dot_tail(float head, const float *a, const float *b, int64_t i, int64_t n) {
+    double s = head;
+    for (; i < n; i++) s += (double)(a[i] * b[i]);
+    return (float)s;
+}
+
 __attribute__((target("avx512f"))) static float dot_avx512(const float *a, const float *b, int64_t n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
         s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
         s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
         s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
         s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
     }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
-    for (; i < n; i++) r += a[i] * b[i];
-    return r;
+    const float head = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    return dot_tail(head, a, b, np, n);
 }
 
+/* 16 lanes as two 8-lane halves, reduced in reduce16's order. */
 __attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int64_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float r = _mm_cvtss_f32(h);
-    for (; i < n; i++) r += a[i] * b[i];
-    return r;
+    __m256 lo[4], hi[4];
+    for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++) {
+            lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j), _mm256_loadu_ps(b + i + 16 * j), lo[j]);
+            hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j + 8), _mm256_loadu_ps(b + i + 16 * j + 8), hi[j]);
+        }
+    const __m256 l = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+    const __m256 h = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+    const __m256 h8 = _mm256_add_ps(h, l);
+    const __m128 h4 = _mm_add_ps(_mm256_extractf128_ps(h8, 1), _mm256_castps256_ps128(h8));
+    const __m128 t = _mm_add_ps(h4, _mm_shuffle_ps(h4, h4, _MM_SHUFFLE(1, 0, 3, 2)));
+    const float head = _mm_cvtss_f32(t) + _mm_cvtss_f32(_mm_shuffle_ps(t, t, 1));
+    return dot_tail(head, a, b, np, n);
 }
 
 float kiln_vec_dot(const float *a, const float *b, int64_t n) {
     const kiln_simd_level lvl = kiln_simd();
     if (lvl >= KILN_SIMD_AVX512) return dot_avx512(a, b, n);
     if (lvl >= KILN_SIMD_AVX2) return dot_avx2(a, b, n);
-    float s[4] = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int j = 0; j < 4; j++) s[j] += a[i + j] * b[i + j];
-    float r = (s[0] + s[2]) + (s[1] + s[3]);
-    for (; i < n; i++) r += a[i] * b[i];
-    return r;
+    float s[4][16] = {{0}}, r[16];
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) s[j][l] = fmaf(a[i + 16 * j + l], b[i + 16 * j + l], s[j][l]);
+    for (int l = 0; l < 16; l++) r[l] = (s[0][l] + s[2][l]) + (s[1][l] + s[3][l]);
+    return dot_tail(reduce16(r), a, b, np, n);
 }
 
 __attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float *x, float a, int64_t n) {
     const __m512 va = _mm512_set1_ps(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), va, _mm512_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], a, y[i]);
 }
 
 __attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, const float *x, float a, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], a, y[i]);
 }
 
 void kiln_vec_axpy(float *y, const float *x, float a, int64_t n) {
@@ -214,5 +382,13 @@ void kiln_vec_axpy(float *y, const float *x, float a, int64_t n) {
     if (lvl >= KILN_SIMD_AVX512) axpy_avx512(y, x, a, n);
     else if (lvl >= KILN_SIMD_AVX2) axpy_avx2(y, x, a, n);
     else
-        for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+        for (int64_t i = 0; i < n; i++) y[i] = fmaf(x[i], a, y[i]);
+}
+
+void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n) {
+    for (int i = 0; i < 8; i++) kiln_vec_add(rows + i * stride, rows + (8 + i) * stride, n);
+    for (int i = 0; i < 4; i++) kiln_vec_add(rows + i * stride, rows + (4 + i) * stride, n);
+    kiln_vec_add(rows, rows + 2 * stride, n);
+    kiln_vec_add(rows + stride, rows + 3 * stride, n);
+    for (int64_t j = 0; j < n; j++) out[j] = rows[j] + rows[stride + j];
 }

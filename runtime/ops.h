@@ -1,15 +1,23 @@
-/* runtime/ops.h - the forward pass's operations other than matrix
+/* runtime/ops.h - the forward pass's operations other than weight
  * products: norms, RoPE, softmax, activations and small vector kernels.
  *
- * Each one performs the float operations ggml's CPU backend performs, in
- * the same precision (e.g. the RMS of a row is summed in double, RoPE
- * angles are advanced by repeated float multiplication, softmax sums in
- * double), because agreeing with llama.cpp's logits depends on it. Where
- * ggml is deliberately approximate (GELU through an fp16 table) the
- * KILN_NUM_EXACT mode computes the exact function instead.
+ * In KILN_NUM_GGML mode each one performs the float operations that
+ * llama.cpp's CPU backend performs on the machine the golden logits come
+ * from (an x86 AVX-512 build by gcc 12): the RMS of a row summed in
+ * double, RoPE angles advanced by repeated float multiplication and
+ * rotated with the fused multiply-adds gcc makes of ggml's expressions,
+ * exponentials of softmax and SiLU by ggml's AVX-512 polynomial in blocks
+ * of 16 (glibc's expf for the rest of a row), block sums in the order of
+ * _mm512_reduce_add_ps, GELU through ggml's fp16 table. Agreeing with
+ * llama.cpp's logits depends on these details, since one ulp of
+ * difference can flip an activation's 8-bit quantization later on. Every
+ * SIMD level of kiln gives the same bits as the scalar code.
  *
- * Rows are independent; no function allocates except the one-time GELU
- * table. Hot kernels have AVX2 / AVX-512 paths chosen by core/cpu.h. */
+ * KILN_NUM_EXACT evaluates the transcendental functions in double
+ * instead.
+ *
+ * Rows are independent; nothing allocates except the one-time GELU
+ * table. */
 #ifndef KILN_OPS_H
 #define KILN_OPS_H
 
@@ -31,6 +39,7 @@ typedef struct kiln_rope {
     bool neox;
     float freq_base, freq_scale;
     const float *freq_factors; /* n_rot/2 divisors of the angles, or NULL */
+    kiln_numeric_mode mode;
 } kiln_rope;
 
 /* Writes the n_rot/2 (cos, sin) pairs for position pos into cs[n_rot]. */
@@ -40,27 +49,35 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs);
 void kiln_rope_head(const kiln_rope *r, const float *cs, float *x);
 
 /* In place: x = softmax(x * scale). Entries of -INFINITY get 0; a row that
- * is -INFINITY everywhere becomes all zeros instead of NaN. */
-void kiln_softmax(float *x, int64_t n, float scale);
+ * is -INFINITY everywhere becomes all zeros instead of NaN. The blocks of
+ * 16 start at x[0]: callers that mimic a padded row pad it with -INFINITY. */
+void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode);
 
-/* y = silu(g) * u (SwiGLU); y may alias g or u. */
-void kiln_swiglu(const float *g, const float *u, float *y, int64_t n);
+/* For each of `rows` rows of n: y = silu(g) * u (SwiGLU). y may alias g
+ * or u. */
+void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t n, kiln_numeric_mode mode);
 
-/* y = gelu(x) (tanh form). KILN_NUM_GGML rounds through ggml's fp16
- * table; KILN_NUM_EXACT evaluates it in double. y may be x. */
+/* y = gelu(x) (tanh form), n values; y may be x. */
 void kiln_gelu(const float *x, float *y, int64_t n, kiln_numeric_mode mode);
 
 /* The logistic function as llama.cpp's qwen2moe graph computes it,
- * silu(x) / x (GGML), or exactly (EXACT). */
+ * silu(x) / x (GGML), or in double (EXACT). */
 float kiln_sigmoid(float x, kiln_numeric_mode mode);
 
 /* y += x */
 void kiln_vec_add(float *y, const float *x, int64_t n);
 
-/* sum of a[i] * b[i] in float lanes */
+/* sum of a[i] * b[i] exactly as ggml_vec_dot_f32 on AVX-512: four
+ * 16-lane fused accumulators over blocks of 64, summed as ggml does, the
+ * last n % 64 products added in double. */
 float kiln_vec_dot(const float *a, const float *b, int64_t n);
 
-/* y += a * x */
+/* y += a * x, each element one fused multiply-add. */
 void kiln_vec_axpy(float *y, const float *x, float a, int64_t n);
+
+/* Sums 16 rows of n floats (rows[l * stride ...]) into out, element by
+ * element in the order of _mm512_reduce_add_ps over the 16 rows. Clobbers
+ * the rows. */
+void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n);
 
 #endif

@@ -74,6 +74,21 @@ typedef struct kiln_qblock {
 
 typedef void (*kiln_unpack_fn)(const void *block, kiln_qblock *out);
 
+/* Unpacking is plain integer code written for the auto-vectorizer; an
+ * AVX2 clone is picked at load time (ifunc). Any clone gives the same
+ * integers, so this does not need to follow KILN_SIMD. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KILN_UNPACK_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KILN_UNPACK_CLONES
+/* One token against F32 / F16 / BF16 weights read in place
+ * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.
+ * Returns false, doing nothing, below AVX-512 or for other types. */
+bool kiln_fdecode(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                  float *y);
+
+#endif
+
 void kiln_unpack_q8_0(const void *block, kiln_qblock *out);
 void kiln_unpack_q4_0(const void *block, kiln_qblock *out);
 void kiln_unpack_q5_0(const void *block, kiln_qblock *out);
@@ -139,7 +154,6 @@ typedef struct kiln_pblk256 {
     int16_t sc[8][KILN_PANEL][2];
     int16_t mn[8][KILN_PANEL][2];  /* mins of 16-weight sub-blocks 2j, 2j+1 */
     int32_t bias[8][KILN_PANEL];   /* class l: -128 * sum(scale * level) */
-    int32_t bias_all[KILN_PANEL];  /* the sum over the classes */
     float d[KILN_PANEL], dmin[KILN_PANEL];
 } kiln_pblk256;
 
@@ -192,5 +206,11 @@ typedef void (*kiln_rows_f32_fn)(const void *ctx, int64_t r0, int64_t nr, int64_
  * with W delivered by `rows` (OpenMP inside). x is n_tokens x n_in. */
 void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
                 const float *x, int64_t n_tokens, float *y);
+
+/* One token against F32 / F16 / BF16 weights read in place
+ * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.
+ * Returns false, doing nothing, below AVX-512 or for other types. */
+bool kiln_fdecode(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                  float *y);
 
 #endif

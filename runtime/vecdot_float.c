@@ -19,8 +19,10 @@
 #include "vecdot.h"
 
 #include "../core/cpu.h"
+#include "vecdot_simd.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,34 +59,16 @@ static void transpose_scalar(const float *tmp, int64_t nk, float *P) {
 }
 
 #ifdef __x86_64__
-/* 16 x 16 transpose: four rounds of interleaving in registers. */
+/* P[k][r] = tmp[r][k], 16 x 16 at a time in registers. */
 AVX512 static void transpose_avx512(const float *tmp, int64_t nk, float *P) {
     int64_t k = 0;
     for (; k + 16 <= nk; k += 16) {
-        __m512 r[16], t[16];
+        __m512 r[16], c[16];
+#pragma GCC unroll 16
         for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(tmp + i * KC + k);
-        for (int i = 0; i < 16; i += 2) {
-            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 16; i += 4)
-            for (int j = 0; j < 2; j++) {
-                r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
-                r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
-            }
-        for (int i = 0; i < 16; i += 8)
-            for (int j = 0; j < 4; j++) {
-                t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
-                t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
-            }
-        for (int j = 0; j < 8; j++) {
-            r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-            r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-        }
-        /* r[j] now holds column col[j] (the second round swaps the middle
-         * two columns of every four). */
-        static const int col[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
-        for (int j = 0; j < 16; j++) _mm512_storeu_ps(P + (k + col[j]) * W, r[j]);
+        kiln_transpose16(r, c);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) _mm512_store_ps(P + (k + j) * W, c[j]);
     }
     for (; k < nk; k++)
         for (int i = 0; i < W; i++) P[k * W + i] = tmp[i * KC + k];
@@ -96,13 +80,17 @@ AVX512 static void transpose_avx512(const float *tmp, int64_t nk, float *P) {
 AVX512 INLINE void kernel_avx512(const float *P, const float *X, int64_t nk, int T, float *y,
                                  int64_t ldy, int n_store, __mmask16 mask, bool first) {
     __m512 acc[TB];
+#pragma GCC unroll 24
     for (int t = 0; t < T; t++)
         acc[t] = first || t >= n_store ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + t * ldy);
     for (int64_t k = 0; k < nk; k++) {
         const __m512 w = _mm512_load_ps(P + k * W);
+#pragma GCC unroll 24
         for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[k * TB + t]), acc[t]);
     }
-    for (int t = 0; t < n_store; t++) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+#pragma GCC unroll 24
+    for (int t = 0; t < T; t++)
+        if (t < n_store) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
 AVX512 static void block_avx512(const float *P, const float *X, int64_t nk, int n_tok, float *y,
@@ -116,10 +104,38 @@ AVX512 static void block_avx512(const float *P, const float *X, int64_t nk, int 
     else kernel_avx512(P, X, nk, 1, y, ldy, n_tok, mask, first);
 }
 
+/* One token against g <= 4 consecutive panels (P + j * W * KC), n_rows
+ * rows in all: four independent chains hide the FMA latency. */
+AVX512 static void decode_avx512(const float *P, const float *X, int64_t nk, int g, float *y,
+                                 int n_rows, bool first) {
+    __mmask16 m[4];
+    __m512 acc[4];
+    for (int j = 0; j < 4; j++) {
+        int n = n_rows - j * W;
+        m[j] = (__mmask16)(n >= W ? 0xFFFF : n > 0 ? (1u << n) - 1 : 0);
+        acc[j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[j], y + j * W);
+    }
+    if (g < 4) {
+        /* fewer panels: the same loop, the extra chains multiply zeros */
+        for (int64_t k = 0; k < nk; k++) {
+            const __m512 xb = _mm512_set1_ps(X[k * TB]);
+            for (int j = 0; j < g; j++) acc[j] = _mm512_fmadd_ps(_mm512_load_ps(P + j * W * KC + k * W), xb, acc[j]);
+        }
+    } else {
+        for (int64_t k = 0; k < nk; k++) {
+            const __m512 xb = _mm512_set1_ps(X[k * TB]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = _mm512_fmadd_ps(_mm512_load_ps(P + j * W * KC + k * W), xb, acc[j]);
+        }
+    }
+    for (int j = 0; j < g; j++) _mm512_mask_storeu_ps(y + j * W, m[j], acc[j]);
+}
+
 /* AVX2: the 16 rows in two ymm, 6 tokens per pass over the panel. */
 AVX2 INLINE void kernel_avx2(const float *P, const float *X, int64_t nk, int T, float *y,
                              int64_t ldy, int n_store, __m256i m0, __m256i m1, bool first) {
     __m256 a0[6], a1[6];
+#pragma GCC unroll 6
     for (int t = 0; t < T; t++) {
         if (first || t >= n_store) {
             a0[t] = a1[t] = _mm256_setzero_ps();
@@ -130,13 +146,16 @@ AVX2 INLINE void kernel_avx2(const float *P, const float *X, int64_t nk, int T, 
     }
     for (int64_t k = 0; k < nk; k++) {
         const __m256 w0 = _mm256_load_ps(P + k * W), w1 = _mm256_load_ps(P + k * W + 8);
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) {
             const __m256 xb = _mm256_broadcast_ss(X + k * TB + t);
             a0[t] = _mm256_fmadd_ps(w0, xb, a0[t]);
             a1[t] = _mm256_fmadd_ps(w1, xb, a1[t]);
         }
     }
-    for (int t = 0; t < n_store; t++) {
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++) {
+        if (t >= n_store) break;
         _mm256_maskstore_ps(y + t * ldy, m0, a0[t]);
         _mm256_maskstore_ps(y + t * ldy + 8, m1, a1[t]);
     }
@@ -172,6 +191,54 @@ static void fgemm_scalar(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, i
     }
 }
 
+/* What one thread needs for the SIMD path. */
+typedef struct fjob {
+    kiln_rows_f32_fn rows;
+    const void *ctx;
+    int64_t n_in, n_out, n_tokens, ntb;
+    const float *X;
+    float *y;
+    kiln_simd_level lv;
+    int G;          /* panels per step */
+    float *tmp, *P; /* W x KC rows, G panels */
+} fjob;
+
+/* Panels [p, p + G) (clipped to p1) for k in [k0, k0 + KC): repack, then
+ * every token block. */
+static void fstep(const fjob *j, int64_t p, int64_t p1, int64_t k0) {
+    const int64_t nk = j->n_in - k0 < KC ? j->n_in - k0 : KC, r0 = p * W;
+    const int g = p1 - p < j->G ? (int)(p1 - p) : j->G;
+    const int nr = j->n_out - r0 < g * W ? (int)(j->n_out - r0) : g * W;
+    for (int i = 0; i < g; i++) {
+        const int nri = nr - i * W < W ? nr - i * W : W;
+        if (nri < W) memset(j->tmp, 0, W * KC * sizeof(float));
+        j->rows(j->ctx, r0 + i * W, nri, k0, nk, j->tmp, KC);
+#ifdef __x86_64__
+        if (j->lv >= KILN_SIMD_AVX512) transpose_avx512(j->tmp, nk, j->P + i * W * KC);
+        else
+#endif
+            transpose_scalar(j->tmp, nk, j->P + i * W * KC);
+    }
+#ifdef __x86_64__
+    if (j->G > 1) {
+        decode_avx512(j->P, j->X + k0 * TB, nk, g, j->y + r0, nr, k0 == 0);
+        return;
+    }
+    for (int64_t tb = 0; tb < j->ntb; tb++) {
+        const int n_tok = j->n_tokens - TB * tb < TB ? (int)(j->n_tokens - TB * tb) : TB;
+        const float *Xb = j->X + tb * j->n_in * TB + k0 * TB;
+        float *yb = j->y + TB * tb * j->n_out + r0;
+        /* the next block's partial sums are far away in y (one line per
+         * token): ask for them early */
+        if (tb + 1 < j->ntb)
+            for (int t = 0; t < TB && TB * (tb + 1) + t < j->n_tokens; t++)
+                __builtin_prefetch(yb + (TB + t) * j->n_out, 1);
+        if (j->lv >= KILN_SIMD_AVX512) block_avx512(j->P, Xb, nk, n_tok, yb, j->n_out, nr, k0 == 0);
+        else block_avx2(j->P, Xb, nk, n_tok, yb, j->n_out, nr, k0 == 0);
+    }
+#endif
+}
+
 void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
                 const float *x, int64_t n_tokens, float *y) {
     kiln_simd_level lv = kiln_simd();
@@ -181,36 +248,36 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
         fgemm_scalar(rows, ctx, n_in, n_out, x, n_tokens, y);
         return;
     }
+    /* Many tokens: k blocks outermost, so that the activations of one
+     * block (n_tokens x KC floats) stay in L2 while every panel of the
+     * thread passes over them. Few tokens: each panel's rows are read
+     * start to end, which is what the memory prefetchers want. */
+    const bool k_outer = ntb * TB * KC * sizeof(float) > 64 * 1024;
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (int64_t tb = 0; tb < ntb; tb++) pack_tokens(x, n_in, n_tokens, tb, X + tb * n_in * TB);
 
-        float *tmp = aligned_alloc(64, W * KC * sizeof(float));
-        float *P = aligned_alloc(64, W * KC * sizeof(float));
-#pragma omp for schedule(static)
-        for (int64_t r0 = 0; r0 < n_out; r0 += W) {
-            if (!tmp || !P) continue;
-            const int nr = n_out - r0 < W ? (int)(n_out - r0) : W;
-            if (nr < W) memset(tmp, 0, W * KC * sizeof(float));
-            for (int64_t k0 = 0; k0 < n_in; k0 += KC) {
-                const int64_t nk = n_in - k0 < KC ? n_in - k0 : KC;
-                rows(ctx, r0, nr, k0, nk, tmp, KC);
-#ifdef __x86_64__
-                if (lv >= KILN_SIMD_AVX512) transpose_avx512(tmp, nk, P);
-                else transpose_scalar(tmp, nk, P);
-                for (int64_t tb = 0; tb < ntb; tb++) {
-                    const int n_tok = n_tokens - TB * tb < TB ? (int)(n_tokens - TB * tb) : TB;
-                    const float *Xb = X + tb * n_in * TB + k0 * TB;
-                    float *yb = y + TB * tb * n_out + r0;
-                    if (lv >= KILN_SIMD_AVX512) block_avx512(P, Xb, nk, n_tok, yb, n_out, nr, k0 == 0);
-                    else block_avx2(P, Xb, nk, n_tok, yb, n_out, nr, k0 == 0);
-                }
-#endif
+        const int64_t np = (n_out + W - 1) / W;
+        const int nth = omp_get_num_threads(), me = omp_get_thread_num();
+        const int64_t p0 = np * me / nth, p1 = np * (me + 1) / nth;
+        /* One token cannot fill the registers and each chain is serial, so
+         * four panels run side by side instead. */
+        fjob j = {rows, ctx, n_in, n_out, n_tokens, ntb, X, y, lv,
+                  n_tokens == 1 && lv >= KILN_SIMD_AVX512 ? 4 : 1, NULL, NULL};
+        j.tmp = aligned_alloc(64, W * KC * sizeof(float));
+        j.P = aligned_alloc(64, (size_t)j.G * W * KC * sizeof(float));
+        if (j.tmp && j.P) {
+            if (k_outer) {
+                for (int64_t k0 = 0; k0 < n_in; k0 += KC)
+                    for (int64_t p = p0; p < p1; p += j.G) fstep(&j, p, p1, k0);
+            } else {
+                for (int64_t p = p0; p < p1; p += j.G)
+                    for (int64_t k0 = 0; k0 < n_in; k0 += KC) fstep(&j, p, p1, k0);
             }
         }
-        free(tmp);
-        free(P);
+        free(j.tmp);
+        free(j.P);
     }
     free(X);
 }

@@ -19,12 +19,15 @@
 
 #include <string.h>
 
-void kiln_unpack_q2_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q2_k *b = block;
+KILN_UNPACK_CLONES void kiln_unpack_q2_k(const void *block, kiln_qblock *out) {
+    /* a local copy cannot alias *out: lets the loops vectorize */
+    const kiln_block_q2_k blk = *(const kiln_block_q2_k *)block, *b = &blk;
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int l = 0; l < 32; l++)
-                out->q[128 * h + 32 * s + l] = (int8_t)((b->qs[32 * h + l] >> (2 * s)) & 3);
+        for (int s = 0; s < 4; s++) {
+            int8_t *q = out->q + 128 * h + 32 * s;
+            const uint8_t *src = b->qs + 32 * h;
+            for (int l = 0; l < 32; l++) q[l] = (int8_t)((src[l] >> (2 * s)) & 3);
+        }
     for (int j = 0; j < 16; j++) {
         out->sc[j] = b->scales[j] & 0xF;
         out->mn[j] = b->scales[j] >> 4;
@@ -33,15 +36,19 @@ void kiln_unpack_q2_k(const void *block, kiln_qblock *out) {
     out->dmin = kiln_fp16_to_fp32(b->dmin);
 }
 
-void kiln_unpack_q3_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q3_k *b = block;
+KILN_UNPACK_CLONES void kiln_unpack_q3_k(const void *block, kiln_qblock *out) {
+    /* a local copy cannot alias *out: lets the loops vectorize */
+    const kiln_block_q3_k blk = *(const kiln_block_q3_k *)block, *b = &blk;
+    /* weight 128h + 32s + l: bits 2s of qs[32h + l], and bit 4h + s of
+     * hmask[l] clear means 4 is subtracted */
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int l = 0; l < 32; l++) {
-                int p = 128 * h + 32 * s + l;
-                int lo = (b->qs[32 * h + l] >> (2 * s)) & 3;
-                out->q[p] = (int8_t)(lo - ((b->hmask[l] >> (p / 32)) & 1 ? 0 : 4));
-            }
+        for (int s = 0; s < 4; s++) {
+            int8_t *q = out->q + 128 * h + 32 * s;
+            const uint8_t *src = b->qs + 32 * h, *hm = b->hmask;
+            const int bit = 4 * h + s;
+            for (int l = 0; l < 32; l++)
+                q[l] = (int8_t)(((src[l] >> (2 * s)) & 3) - 4 + 4 * ((hm[l] >> bit) & 1));
+        }
     /* 6-bit scales: low nibbles in bytes 0..7 (j and j + 8 share one),
      * high bit pairs of scale j in byte 8 + j % 4 at bit 2 * (j / 4) */
     for (int j = 0; j < 16; j++) {
@@ -54,21 +61,10 @@ void kiln_unpack_q3_k(const void *block, kiln_qblock *out) {
     out->dmin = 0;
 }
 
-/* Q4_K and Q5_K: levels from nibbles (plus qh's fifth bit), a 6-bit scale
- * and min per 32 weights, given to both of its 16-weight halves. */
-static void unpack_kscale(kiln_half d, kiln_half dmin, const uint8_t *scales, const uint8_t *qs,
-                          const uint8_t *qh, kiln_qblock *out) {
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            int p = 64 * c + l;
-            int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
-            if (qh) {
-                lo |= ((qh[l] >> (2 * c)) & 1) << 4;
-                hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
-            }
-            out->q[p] = (int8_t)lo;
-            out->q[p + 32] = (int8_t)hi;
-        }
+/* Q4_K and Q5_K: a 6-bit scale and min per 32 weights, given to both of
+ * its 16-weight halves. */
+static inline void unpack_kscales(kiln_half d, kiln_half dmin, const uint8_t *scales,
+                                  kiln_qblock *out) {
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         kiln_kscale_get(j, scales, &sc, &m);
@@ -79,18 +75,32 @@ static void unpack_kscale(kiln_half d, kiln_half dmin, const uint8_t *scales, co
     out->dmin = kiln_fp16_to_fp32(dmin);
 }
 
-void kiln_unpack_q4_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q4_k *b = block;
-    unpack_kscale(b->d, b->dmin, b->scales, b->qs, NULL, out);
+/* Weight 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
+ * one; Q5_K adds bit 2c (2c + 1) of qh[l] as bit 4. */
+KILN_UNPACK_CLONES void kiln_unpack_q4_k(const void *block, kiln_qblock *out) {
+    /* a local copy cannot alias *out: lets the loops vectorize */
+    const kiln_block_q4_k blk = *(const kiln_block_q4_k *)block;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            out->q[64 * c + l] = (int8_t)(blk.qs[32 * c + l] & 0xF);
+            out->q[64 * c + 32 + l] = (int8_t)(blk.qs[32 * c + l] >> 4);
+        }
+    unpack_kscales(blk.d, blk.dmin, blk.scales, out);
 }
 
-void kiln_unpack_q5_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q5_k *b = block;
-    unpack_kscale(b->d, b->dmin, b->scales, b->qs, b->qh, out);
+KILN_UNPACK_CLONES void kiln_unpack_q5_k(const void *block, kiln_qblock *out) {
+    const kiln_block_q5_k blk = *(const kiln_block_q5_k *)block;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            out->q[64 * c + l] = (int8_t)((blk.qs[32 * c + l] & 0xF) | ((blk.qh[l] >> (2 * c)) & 1) << 4);
+            out->q[64 * c + 32 + l] = (int8_t)((blk.qs[32 * c + l] >> 4) | ((blk.qh[l] >> (2 * c + 1)) & 1) << 4);
+        }
+    unpack_kscales(blk.d, blk.dmin, blk.scales, out);
 }
 
-void kiln_unpack_q6_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q6_k *b = block;
+KILN_UNPACK_CLONES void kiln_unpack_q6_k(const void *block, kiln_qblock *out) {
+    /* a local copy cannot alias *out: lets the loops vectorize */
+    const kiln_block_q6_k blk = *(const kiln_block_q6_k *)block, *b = &blk;
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
         int8_t *q = out->q + 128 * h;

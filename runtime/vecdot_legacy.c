@@ -13,14 +13,14 @@
 #include <string.h>
 
 /* Levels of one 32-weight block, position order. */
-static inline void levels_q4_0(const kiln_block_q4_0 *b, int8_t *q) {
+static inline void levels_q4_0(const kiln_block_q4_0 *restrict b, int8_t *restrict q) {
     for (int j = 0; j < 16; j++) {
         q[j] = (int8_t)((b->qs[j] & 0xF) - 8);
         q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
     }
 }
 
-static inline void levels_q5_0(const kiln_block_q5_0 *b, int8_t *q) {
+static inline void levels_q5_0(const kiln_block_q5_0 *restrict b, int8_t *restrict q) {
     uint32_t qh;
     memcpy(&qh, b->qh, 4);
     for (int j = 0; j < 16; j++) {
@@ -29,7 +29,7 @@ static inline void levels_q5_0(const kiln_block_q5_0 *b, int8_t *q) {
     }
 }
 
-static inline void levels_iq4_nl(const kiln_block_iq4_nl *b, int8_t *q) {
+static inline void levels_iq4_nl(const kiln_block_iq4_nl *restrict b, int8_t *restrict q) {
     for (int j = 0; j < 16; j++) {
         q[j] = kiln_iq4nl_values[b->qs[j] & 0xF];
         q[j + 16] = kiln_iq4nl_values[b->qs[j] >> 4];
@@ -91,25 +91,25 @@ float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act) {
     return sumf;
 }
 
-void kiln_unpack_q8_0(const void *block, kiln_qblock *out) {
+KILN_UNPACK_CLONES void kiln_unpack_q8_0(const void *block, kiln_qblock *out) {
     const kiln_block_q8_0 *b = block;
     memcpy(out->q, b->qs, KILN_QK);
     out->d = kiln_fp16_to_fp32(b->d);
 }
 
-void kiln_unpack_q4_0(const void *block, kiln_qblock *out) {
+KILN_UNPACK_CLONES void kiln_unpack_q4_0(const void *block, kiln_qblock *out) {
     const kiln_block_q4_0 *b = block;
     levels_q4_0(b, out->q);
     out->d = kiln_fp16_to_fp32(b->d);
 }
 
-void kiln_unpack_q5_0(const void *block, kiln_qblock *out) {
+KILN_UNPACK_CLONES void kiln_unpack_q5_0(const void *block, kiln_qblock *out) {
     const kiln_block_q5_0 *b = block;
     levels_q5_0(b, out->q);
     out->d = kiln_fp16_to_fp32(b->d);
 }
 
-void kiln_unpack_iq4_nl(const void *block, kiln_qblock *out) {
+KILN_UNPACK_CLONES void kiln_unpack_iq4_nl(const void *block, kiln_qblock *out) {
     const kiln_block_iq4_nl *b = block;
     levels_iq4_nl(b, out->q);
     out->d = kiln_fp16_to_fp32(b->d);

@@ -14,6 +14,7 @@
  * when a panel serves hundreds of tokens. */
 #include "vecdot.h"
 
+#include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
 
@@ -72,70 +73,157 @@ void kiln_pact_pack(const kiln_qtype *qt, const void *act, int64_t n, uint8_t *u
     }
 }
 
-static void pack32(const kiln_qtype *qt, const uint8_t *rows[KILN_PANEL], int64_t b,
-                   kiln_pblk32 *P) {
-    kiln_qblock q;
+/* ---- scalar packing (any CPU) ----------------------------------------- */
+
+static void pack32_scalar(const kiln_qblock *q, kiln_pblk32 *P) {
     for (int r = 0; r < KILN_PANEL; r++) {
-        if (rows[r]) {
-            qt->unpack(rows[r] + b * qt->block_bytes, &q);
-        } else {
-            memset(q.q, 0, KILN_QK);
-            q.d = 0;
-        }
         int32_t sum = 0;
         for (int g = 0; g < 8; g++)
             for (int i = 0; i < 4; i++) {
-                P->w[g][r][i] = q.q[4 * g + i];
-                sum += q.q[4 * g + i];
+                P->w[g][r][i] = q[r].q[4 * g + i];
+                sum += q[r].q[4 * g + i];
             }
         P->bias[r] = -128 * sum;
-        P->d[r] = q.d;
+        P->d[r] = q[r].d;
     }
 }
 
-static void pack256(const kiln_qtype *qt, const uint8_t *rows[KILN_PANEL], int64_t b,
-                    kiln_pblk256 *P) {
-    kiln_qblock q;
+static void pack256_scalar(const kiln_qblock *q, kiln_pblk256 *P) {
     for (int r = 0; r < KILN_PANEL; r++) {
-        if (rows[r]) {
-            qt->unpack(rows[r] + b * qt->block_bytes, &q);
-        } else {
-            memset(&q, 0, sizeof q);
-        }
-        int32_t all = 0;
         for (int l = 0; l < 8; l++) {
             int32_t sum = 0;
             for (int c = 0; c < 8; c++)
                 for (int i = 0; i < 4; i++) {
                     int p = 32 * c + l + 8 * i;
-                    P->w[c][l][r][i] = q.q[p];
-                    sum += q.sc[p / 16] * q.q[p];
+                    P->w[c][l][r][i] = q[r].q[p];
+                    sum += q[r].sc[p / 16] * q[r].q[p];
                 }
             P->bias[l][r] = -128 * sum;
-            all += P->bias[l][r];
         }
-        P->bias_all[r] = all;
         for (int c = 0; c < 8; c++) {
-            P->sc[c][r][0] = q.sc[2 * c];
-            P->sc[c][r][1] = q.sc[2 * c + 1];
-            P->mn[c][r][0] = q.mn[2 * c];
-            P->mn[c][r][1] = q.mn[2 * c + 1];
+            P->sc[c][r][0] = q[r].sc[2 * c];
+            P->sc[c][r][1] = q[r].sc[2 * c + 1];
+            P->mn[c][r][0] = q[r].mn[2 * c];
+            P->mn[c][r][1] = q[r].mn[2 * c + 1];
         }
-        P->d[r] = q.d;
-        P->dmin[r] = q.dmin;
+        P->d[r] = q[r].d;
+        P->dmin[r] = q[r].dmin;
     }
 }
+
+#ifdef __x86_64__
+/* ---- AVX-512 packing: the interleave as a register transpose ----------- */
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* 32 bytes of each of 16 rows (row r at src + r * stride), seen as 8
+ * dwords, out as dst[j][r] = dword j of row r (8 x 64 bytes). With
+ * classes set, row bytes are first reordered from position order to class
+ * order (byte 4l + i = position l + 8i), the order of kiln_pblk256. */
+AVX512 static void transpose16x8(const uint8_t *src, size_t stride, bool classes, void *dst) {
+    __m512i y[8], a[8], b[8];
+    for (int r = 0; r < 8; r++) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(src + r * stride));
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(src + (r + 8) * stride));
+        y[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    if (classes) {
+        /* pairs (l, l + 8) as words, per 16 bytes; the two halves' words side
+         * by side; then interleaved to (l, l + 8, l + 16, l + 24) */
+        const __m512i pair = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+        const __m512i mix = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+        for (int r = 0; r < 8; r++)
+            y[r] = _mm512_shuffle_epi8(_mm512_permutex_epi64(_mm512_shuffle_epi8(y[r], pair), 0xD8), mix);
+    }
+    for (int r = 0; r < 8; r += 2) {
+        a[r] = _mm512_unpacklo_epi32(y[r], y[r + 1]);
+        a[r + 1] = _mm512_unpackhi_epi32(y[r], y[r + 1]);
+    }
+    for (int r = 0; r < 8; r += 4)
+        for (int j = 0; j < 2; j++) {
+            b[r + 2 * j] = _mm512_unpacklo_epi64(a[r + j], a[r + j + 2]);
+            b[r + 2 * j + 1] = _mm512_unpackhi_epi64(a[r + j], a[r + j + 2]);
+        }
+    /* b[k] (k < 4) holds, in 128-bit lane 2h, dword k of rows 0-3 of half
+     * h and in lane 2h + 1 dword k + 4; b[k + 4] the same for rows 4-7.
+     * Pairing the lanes of b[k] and b[k + 4] gives whole dwords. */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i *out = dst;
+    for (int k = 0; k < 4; k++) {
+        _mm512_store_si512(out + k, _mm512_permutex2var_epi64(b[k], lo, b[k + 4]));
+        _mm512_store_si512(out + k + 4, _mm512_permutex2var_epi64(b[k], hi, b[k + 4]));
+    }
+}
+
+AVX512 static void pack32_avx512(const kiln_qblock *q, kiln_pblk32 *P) {
+    transpose16x8((const uint8_t *)q[0].q, sizeof *q, false, P->w);
+    /* bias = -128 * sum of levels: vpmaddubsw by 128 cannot saturate for
+     * 8-bit levels (2 * 128 * 127 < 32768) */
+    const __m512i k128 = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
+    __m512i acc = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g++)
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(k128, _mm512_load_si512(P->w[g])), ones));
+    _mm512_store_si512(P->bias, _mm512_sub_epi32(_mm512_setzero_si512(), acc));
+    for (int r = 0; r < KILN_PANEL; r++) P->d[r] = q[r].d;
+}
+
+AVX512 static void pack256_avx512(const kiln_qblock *q, kiln_pblk256 *P) {
+    for (int c = 0; c < 8; c++) transpose16x8((const uint8_t *)q[0].q + 32 * c, sizeof *q, true, P->w[c]);
+    /* sc[] and mn[] are 16 int16 = 8 dwords of pairs (2c, 2c + 1) */
+    transpose16x8((const uint8_t *)q[0].sc, sizeof *q, false, P->sc);
+    transpose16x8((const uint8_t *)q[0].mn, sizeof *q, false, P->mn);
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    for (int l = 0; l < 8; l++) {
+        __m512i acc = _mm512_setzero_si512();
+        for (int c = 0; c < 8; c++)
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(k128, _mm512_load_si512(P->w[c][l])),
+                                                          _mm512_load_si512(P->sc[c])));
+        _mm512_store_si512(P->bias[l], _mm512_sub_epi32(_mm512_setzero_si512(), acc));
+    }
+    for (int r = 0; r < KILN_PANEL; r++) {
+        P->d[r] = q[r].d;
+        P->dmin[r] = q[r].dmin;
+    }
+}
+#endif
 
 void kiln_panel_pack(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_rows,
                      int64_t r0, void *panel) {
     const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
     const uint8_t *rows[KILN_PANEL];
-    for (int r = 0; r < KILN_PANEL; r++)
+    kiln_qblock q[KILN_PANEL];
+    for (int r = 0; r < KILN_PANEL; r++) {
         rows[r] = r0 + r < n_rows ? (const uint8_t *)w + (r0 + r) * row_bytes : NULL;
-    for (int64_t b = 0; b < nb; b++) {
-        if (qt->block == KILN_QK)
-            pack32(qt, rows, b, (kiln_pblk32 *)panel + b);
-        else
-            pack256(qt, rows, b, (kiln_pblk256 *)panel + b);
+        if (!rows[r]) memset(&q[r], 0, sizeof q[r]); /* missing rows: zero weights */
     }
+#ifdef __x86_64__
+    const bool simd = kiln_simd() >= KILN_SIMD_AVX512;
+#else
+    const bool simd = false;
+#endif
+    for (int64_t b = 0; b < nb; b++) {
+        for (int r = 0; r < KILN_PANEL; r++)
+            if (rows[r]) qt->unpack(rows[r] + b * qt->block_bytes, &q[r]);
+        if (qt->block == KILN_QK) {
+            kiln_pblk32 *P = (kiln_pblk32 *)panel + b;
+#ifdef __x86_64__
+            if (simd) {
+                pack32_avx512(q, P);
+                continue;
+            }
+#endif
+            pack32_scalar(q, P);
+        } else {
+            kiln_pblk256 *P = (kiln_pblk256 *)panel + b;
+#ifdef __x86_64__
+            if (simd) {
+                pack256_avx512(q, P);
+                continue;
+            }
+#endif
+            pack256_scalar(q, P);
+        }
+    }
+    (void)simd;
 }

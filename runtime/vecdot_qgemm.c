@@ -56,19 +56,23 @@ static inline bool has_min(kiln_combine c) {
 VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
                         float *const *out, __mmask16 mask) {
     __m512 sumf[4];
+#pragma GCC unroll 8
     for (int k = 0; k < T; k++) sumf[k] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const kiln_pblk32 *B = P + b;
         __m512i acc[4];
         const __m512i bias = _mm512_load_si512(B->bias);
+#pragma GCC unroll 8
         for (int k = 0; k < T; k++) acc[k] = bias;
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             const __m512i w = _mm512_load_si512(B->w[g]);
+#pragma GCC unroll 8
             for (int k = 0; k < T; k++)
                 acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_set1_epi32(load32(tk[k].u + 32 * b + 4 * g)), w);
         }
         const __m512 dx = _mm512_load_ps(B->d);
+#pragma GCC unroll 8
         for (int k = 0; k < T; k++) {
             const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
             const __m512 s = _mm512_cvtepi32_ps(acc[k]);
@@ -78,6 +82,7 @@ VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
                 sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(s, _mm512_mul_ps(dx, dy)));
         }
     }
+#pragma GCC unroll 8
     for (int k = 0; k < T; k++) _mm512_mask_storeu_ps(out[k], mask, sumf[k]);
 }
 
@@ -85,22 +90,28 @@ VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
                       float *const *out, __mmask16 mask) {
     const bool lanes = comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN;
     __m512 sums[2][8], sumf[2];
+#pragma GCC unroll 8
     for (int k = 0; k < T; k++) {
         sumf[k] = _mm512_setzero_ps();
+#pragma GCC unroll 8
         for (int l = 0; l < 8; l++) sums[k][l] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const kiln_pblk256 *B = P + b;
         __m512i acc[2][8];
+#pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             const __m512i bl = _mm512_load_si512(B->bias[l]);
+#pragma GCC unroll 8
             for (int k = 0; k < T; k++) acc[k][l] = bl;
         }
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             const __m512i sc = _mm512_load_si512(B->sc[c]);
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++) {
                 const __m512i w = _mm512_load_si512(B->w[c][l]);
+#pragma GCC unroll 8
                 for (int k = 0; k < T; k++) {
                     const __m512i a = _mm512_set1_epi32(load32(tk[k].u + 256 * b + 32 * c + 4 * l));
                     acc[k][l] = _mm512_dpwssd_epi32(acc[k][l], _mm512_maddubs_epi16(a, w), sc);
@@ -109,17 +120,21 @@ VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
         }
         __m512i mins[2];
         if (has_min(comb))
+#pragma GCC unroll 8
             for (int k = 0; k < T; k++) {
                 mins[k] = _mm512_setzero_si512();
+#pragma GCC unroll 8
                 for (int j = 0; j < 8; j++)
                     mins[k] = _mm512_dpwssd_epi32(mins[k], _mm512_set1_epi32(load32(tk[k].bs + 16 * b + 2 * j)),
                                                   _mm512_load_si512(B->mn[j]));
             }
         const __m512 dx = _mm512_load_ps(B->d), dmx = _mm512_load_ps(B->dmin);
+#pragma GCC unroll 8
         for (int k = 0; k < T; k++) {
             const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
             if (lanes) {
                 const __m512 d = _mm512_mul_ps(dx, dy);
+#pragma GCC unroll 8
                 for (int l = 0; l < 8; l++)
                     sums[k][l] = _mm512_add_ps(sums[k][l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(acc[k][l])));
                 if (comb == KILN_COMB_LANES_MIN)
@@ -127,6 +142,7 @@ VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
                 continue;
             }
             __m512i isum = acc[k][0];
+#pragma GCC unroll 8
             for (int l = 1; l < 8; l++) isum = _mm512_add_epi32(isum, acc[k][l]);
             if (comb == KILN_COMB_Q2_K) {
                 const __m512 dall = _mm512_mul_ps(dy, dx), dmin = _mm512_mul_ps(dy, dmx);
@@ -137,9 +153,11 @@ VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
             }
         }
     }
+#pragma GCC unroll 8
     for (int k = 0; k < T; k++) {
         __m512 s = sumf[k];
         if (lanes)
+#pragma GCC unroll 8
             for (int l = 0; l < 8; l++) s = _mm512_add_ps(s, sums[k][l]);
         if (comb == KILN_COMB_IQ2) s = _mm512_mul_ps(_mm512_set1_ps(0.125f), s);
         _mm512_mask_storeu_ps(out[k], mask, s);
@@ -179,15 +197,18 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
     const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
     for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
         __m256 sumf[4];
+#pragma GCC unroll 8
         for (int k = 0; k < T; k++) sumf[k] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const kiln_pblk32 *B = P + b;
             __m256i acc[4];
+#pragma GCC unroll 8
             for (int k = 0; k < T; k++) acc[k] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 const __m256i w = _mm256_load_si256((const __m256i *)B->w[g][8 * h]);
                 const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 8
                 for (int k = 0; k < T; k++) {
                     __m256i a = _mm256_xor_si256(_mm256_set1_epi32(load32(tk[k].u + 32 * b + 4 * g)), flip);
                     __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w));
@@ -195,6 +216,7 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
                 }
             }
             const __m256 dx = _mm256_load_ps(B->d + 8 * h);
+#pragma GCC unroll 8
             for (int k = 0; k < T; k++) {
                 const __m256 dy = _mm256_set1_ps(tk[k].d[b]);
                 const __m256 s = _mm256_cvtepi32_ps(acc[k]);
@@ -204,6 +226,7 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
                     sumf[k] = _mm256_add_ps(sumf[k], _mm256_mul_ps(s, _mm256_mul_ps(dx, dy)));
             }
         }
+#pragma GCC unroll 8
         for (int k = 0; k < T; k++) _mm256_maskstore_ps(out[k] + 8 * h, rows_mask(n_rows, h), sumf[k]);
     }
 }
@@ -216,11 +239,14 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
     (void)T;
     for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
         __m256 sums[8], sumf = _mm256_setzero_ps();
+#pragma GCC unroll 8
         for (int l = 0; l < 8; l++) sums[l] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const kiln_pblk256 *B = P + b;
             __m256i acc[8];
+#pragma GCC unroll 8
             for (int l = 0; l < 8; l++) acc[l] = _mm256_load_si256((const __m256i *)(B->bias[l] + 8 * h));
+#pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 const __m256i sc = _mm256_load_si256((const __m256i *)B->sc[c][8 * h]);
 #pragma GCC unroll 8
@@ -232,6 +258,7 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
             }
             __m256i mins = _mm256_setzero_si256();
             if (has_min(comb))
+#pragma GCC unroll 8
                 for (int j = 0; j < 8; j++)
                     mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_set1_epi32(load32(tk[0].bs + 16 * b + 2 * j)),
                                                                     _mm256_load_si256((const __m256i *)B->mn[j][8 * h])));
@@ -239,6 +266,7 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
             const __m256 dy = _mm256_set1_ps(tk[0].d[b]);
             if (lanes) {
                 const __m256 d = _mm256_mul_ps(dx, dy);
+#pragma GCC unroll 8
                 for (int l = 0; l < 8; l++)
                     sums[l] = _mm256_add_ps(sums[l], _mm256_mul_ps(d, _mm256_cvtepi32_ps(acc[l])));
                 if (comb == KILN_COMB_LANES_MIN)
@@ -246,6 +274,7 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
                 continue;
             }
             __m256i isum = acc[0];
+#pragma GCC unroll 8
             for (int l = 1; l < 8; l++) isum = _mm256_add_epi32(isum, acc[l]);
             if (comb == KILN_COMB_Q2_K) {
                 const __m256 dall = _mm256_mul_ps(dy, dx), dmin = _mm256_mul_ps(dy, dmx);
@@ -256,6 +285,7 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
             }
         }
         if (lanes)
+#pragma GCC unroll 8
             for (int l = 0; l < 8; l++) sumf = _mm256_add_ps(sumf, sums[l]);
         if (comb == KILN_COMB_IQ2) sumf = _mm256_mul_ps(_mm256_set1_ps(0.125f), sumf);
         _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), sumf);

@@ -23,6 +23,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <unistd.h>
 
@@ -580,17 +581,25 @@ static void test_f8_dequant(void **state) {
     /* block [2, 16]: scale[r / 2][c / 16] */
     float scale[4] = {0.5f, 2.0f, 4.0f, 0.25f}, norm[32];
     for (int i = 0; i < 32; i++) norm[i] = 1.0f;
+    /* a q_proj too: permuted (1 head: output row i * 2 + j is source row
+     * j * 16 + i) with each row keeping its source row's scales */
+    uint8_t q[32 * 32];
+    float qscale[16 * 2];
+    for (int i = 0; i < 32 * 32; i++) q[i] = codes[(i * 5 + i / 32) % 7];
+    for (int i = 0; i < 32; i++) qscale[i] = (float)(1 << (i % 5)) / 4.0f;
     st_t ts[] = {{"model.embed_tokens.weight", KILN_ST_F8_E4M3, 2, {4, 32}, w, sizeof w},
                  {"model.embed_tokens.weight_scale_inv", KILN_ST_F32, 2, {2, 2}, scale, sizeof scale},
-                 {"model.layers.0.input_layernorm.weight", KILN_ST_F32, 1, {32, 0}, norm, sizeof norm}};
+                 {"model.layers.0.input_layernorm.weight", KILN_ST_F32, 1, {32, 0}, norm, sizeof norm},
+                 {"model.layers.0.self_attn.q_proj.weight", KILN_ST_F8_E4M3, 2, {32, 32}, q, sizeof q},
+                 {"model.layers.0.self_attn.q_proj.weight_scale_inv", KILN_ST_F32, 2, {16, 2}, qscale, sizeof qscale}};
     const char *dir = tiny_model("f8", ", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [2, 16]}",
-                                 ts, 3);
+                                 ts, 5);
     kiln_err err = {{0}};
     kiln_convert_opts o = {.outtype = KILN_OUT_AUTO};
     kiln_hf_model *m = kiln_hf_open(dir, &o, &err);
     if (!m) fail_msg("%s", err.msg);
     assert_int_equal(kiln_hf_outtype(m), KILN_OUT_BF16); /* auto: FP8 becomes BF16 */
-    assert_int_equal(kiln_hf_n_tensors(m), 2);           /* the scale is consumed */
+    assert_int_equal(kiln_hf_n_tensors(m), 3);           /* the scales are consumed */
     kiln_hf_tensor info;
     kiln_hf_tensor_info(m, 0, &info);
     assert_string_equal(info.name, "token_embd.weight");
@@ -606,6 +615,17 @@ static void test_f8_dequant(void **state) {
     float row3[32];
     assert_int_equal(kiln_hf_read_f32(m, 0, 3, 1, row3, &err), 0);
     assert_memory_equal(row3, got + 96, sizeof row3);
+    kiln_hf_tensor_info(m, 2, &info);
+    assert_string_equal(info.name, "blk.0.attn_q.weight");
+    float qo[32 * 32];
+    assert_int_equal(kiln_hf_read_f32(m, 2, 0, 32, qo, &err), 0);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 2; j++)
+            for (int c = 0; c < 32; c++) {
+                int src = j * 16 + i, idx = src * 32 + c;
+                float want = vals[(idx * 5 + idx / 32) % 7] * qscale[(src / 2) * 2 + c / 16];
+                if (qo[(i * 2 + j) * 32 + c] != want) fail_msg("q row %d col %d", i * 2 + j, c);
+            }
     kiln_hf_close(m);
     /* the same from a .tar.gz, where the scale is read after the stream
      * passed its weight (the spool) */
@@ -721,6 +741,67 @@ static void test_err_pre_tokenizer(void **state) {
     unlink(out);
 }
 
+/* An SPM-style tokenizer.json (BPE with byte fallback) is exported as a
+ * "llama" vocab the way gguf-py's LlamaHfVocab does: base tokens in id
+ * order, all scored -1000, <0xXX> BYTE, the special tokens CONTROL, then
+ * added tokens past the base vocab (USER_DEFINED unless special). */
+static void test_llama_hf_vocab(void **state) {
+    (void)state;
+    float embd[4 * 32] = {0}, norm[32] = {0};
+    st_t ts[] = {{"model.embed_tokens.weight", KILN_ST_F32, 2, {4, 32}, embd, sizeof embd},
+                 {"model.layers.0.input_layernorm.weight", KILN_ST_F32, 1, {32, 0}, norm, sizeof norm}};
+    const char *dir = tiny_model("hfvocab", "", ts, 2);
+    static const char *TOK =
+        "{\"version\": \"1.0\", \"added_tokens\": ["
+        "{\"id\": 0, \"content\": \"<unk>\", \"special\": true, \"normalized\": false},"
+        "{\"id\": 1, \"content\": \"<s>\", \"special\": true, \"normalized\": false},"
+        "{\"id\": 2, \"content\": \"</s>\", \"special\": true, \"normalized\": false},"
+        "{\"id\": 8, \"content\": \"<extra>\", \"special\": false, \"normalized\": false}],"
+        " \"pre_tokenizer\": null, \"decoder\": {\"type\": \"Sequence\", \"decoders\": []},"
+        " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"<s>\": 1,"
+        " \"</s>\": 2, \"<0x00>\": 3, \"<0x01>\": 4, \"\u2581a\": 5, \"b\": 6, \"\u2581ab\": 7},"
+        " \"merges\": [\"\u2581a b\"]}}";
+    static const char *TC = "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"unk_token\": \"<unk>\","
+                            " \"add_bos_token\": true, \"add_eos_token\": false}";
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    spit(p, TOK, strlen(TOK));
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    spit(p, TC, strlen(TC));
+    const char *out = tmp_path("hfvocab.gguf");
+    kiln_convert_opts o = {.outtype = KILN_OUT_F32};
+    kiln_write_opts wo = {.force = true};
+    kiln_err err = {{0}};
+    if (kiln_convert(dir, out, &o, &wo, NULL, NULL, &err) < 0) fail_msg("%s", err.msg);
+    kiln_gguf *g = kiln_gguf_open(out, &err);
+    assert_non_null(g);
+    kiln_str sv;
+    assert_true(kiln_gguf_get_str(g, "tokenizer.ggml.model", &sv) && kiln_str_eq(sv, "llama"));
+    assert_true(kiln_gguf_get_str(g, "tokenizer.ggml.pre", &sv) && kiln_str_eq(sv, "default"));
+    const kiln_array *toks = kiln_gguf_get_arr(g, "tokenizer.ggml.tokens", KILN_GGUF_STRING);
+    const kiln_array *scores = kiln_gguf_get_arr(g, "tokenizer.ggml.scores", KILN_GGUF_FLOAT32);
+    const kiln_array *types = kiln_gguf_get_arr(g, "tokenizer.ggml.token_type", KILN_GGUF_INT32);
+    static const char *const want_tok[] = {"<unk>", "<s>", "</s>", "<0x00>", "<0x01>", "\xe2\x96\x81" "a", "b",
+                                           "\xe2\x96\x81" "ab", "<extra>"};
+    static const int want_type[] = {3, 3, 3, 6, 6, 1, 1, 1, 4};
+    assert_non_null(toks);
+    assert_int_equal(toks->n, 9);
+    for (int i = 0; i < 9; i++) {
+        assert_true(kiln_str_eq(toks->strs[i], want_tok[i]));
+        assert_true(kiln_array_f64(scores, (uint64_t)i) == -1000.0);
+        assert_int_equal(kiln_array_i64(types, (uint64_t)i), want_type[i]);
+    }
+    uint64_t id;
+    bool b;
+    assert_true(kiln_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &id) && id == 1);
+    assert_true(kiln_gguf_get_u64(g, "tokenizer.ggml.eos_token_id", &id) && id == 2);
+    assert_true(kiln_gguf_get_u64(g, "tokenizer.ggml.unknown_token_id", &id) && id == 0);
+    assert_true(kiln_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) && b);
+    assert_null(kiln_gguf_find_kv(g, "tokenizer.ggml.merges")); /* SPM-style: no merges */
+    kiln_gguf_close(g);
+    unlink(out);
+}
+
 /* ------------------------------------------------------------------ */
 /* pieces                                                              */
 
@@ -832,6 +913,11 @@ static void test_naming(void **state) {
     assert_string_equal(label, "400K");
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_f32),
@@ -860,9 +946,13 @@ int main(void) {
         cmocka_unit_test(test_err_not_in_index),
         cmocka_unit_test(test_err_dtype),
         cmocka_unit_test(test_err_pre_tokenizer),
+        cmocka_unit_test(test_llama_hf_vocab),
         cmocka_unit_test(test_spm_reader),
         cmocka_unit_test(test_pretok_detection),
         cmocka_unit_test(test_naming),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    /* the synthetic models and outputs take ~70 MB: leave nothing behind */
+    if (kiln_test_tmpdir()[0]) nftw(kiln_test_tmpdir(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
 }

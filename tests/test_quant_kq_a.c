@@ -188,10 +188,13 @@ static size_t run_searches(const float *x, const float *w, int n, uint8_t *out) 
     r = kiln_make_qp_quants(n, 15, ax, L, w);
     memcpy(out + o, &r, 4), o += 4, memcpy(out + o, L, n), o += n;
     /* requantization against fixed scales: Q2_K's range with a minimum,
-     * Q6_K's symmetric one with a negative scale (outliers clamp) */
-    kiln_levels_for_scale(n, x, 0.013f, 0.021f, 0, 3, L);
+     * Q6_K's symmetric one with a negative scale (outliers clamp); a zero
+     * scale keeps the levels there */
+    const float d[2] = {0.013f, 0.f}, m[2] = {0.021f, 0.5f}, dn[2] = {-0.0007f, 0.002f};
+    memset(L, 7, n);
+    kiln_levels_for_scales(n / 16, 16, x, d, m, 0, 3, L);
     memcpy(out + o, L, n), o += n;
-    kiln_levels_for_scale(n, x, -0.0007f, 0.f, -32, 31, L);
+    kiln_levels_for_scales(n / 16, 16, x, dn, NULL, -32, 31, L);
     memcpy(out + o, L, n), o += n;
     return o;
 }

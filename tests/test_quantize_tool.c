@@ -83,7 +83,8 @@ static void write_syn(const char *path, const syn *t, int n, uint32_t n_expert, 
     assert_int_equal(kiln_writer_set_u32(w, "llama.attention.head_count_kv", 4, &err), 0);
     if (n_expert) assert_int_equal(kiln_writer_set_u32(w, "llama.expert_count", n_expert, &err), 0);
     assert_int_equal(kiln_writer_set_u32(w, "general.file_type", 0, &err), 0);
-    for (int i = 0; i < n; i++) assert_int_equal(kiln_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, &err), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(kiln_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, &err), 0);
     assert_int_equal(kiln_writer_begin(w, &err), 0);
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < n; i++) {
@@ -173,6 +174,9 @@ static void policy_layers(void **state) {
     /* llama 70B (80 layers, GQA): Q4_K attn_v becomes Q5_K */
     kiln_policy_model m70 = {"llama", 80, 64, 8, 0};
     assert_int_equal(plan_of(&m70, "Q4_K_M", names, 64, "blk.5.attn_v.weight", NULL).to, KILN_Q5_K);
+    kiln_policy_model m65 = {"llama", 80, 64, 64, 0}, q72 = {"qwen2", 80, 64, 8, 0};
+    assert_int_equal(plan_of(&m65, "Q4_K_M", names, 64, "blk.5.attn_v.weight", NULL).to, KILN_Q4_K);
+    assert_int_equal(plan_of(&q72, "Q3_K_M", names, 64, "blk.5.attn_v.weight", NULL).to, KILN_Q5_K);
 }
 
 static void policy_model_rules(void **state) {
@@ -306,12 +310,20 @@ static bool same_bytes(const char *a, const char *b) {
     return same;
 }
 
+static char home[PATH_MAX];
+
+/* golden_presets works inside ../shared/golden; a failed assertion must
+ * not leave the other tests there. */
+static int back_home(void **state) {
+    (void)state;
+    return chdir(home);
+}
+
 static void golden_presets(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
-    char golden[PATH_MAX], cwd[PATH_MAX];
+    char golden[PATH_MAX];
     assert_non_null(realpath(kiln_shared_path("golden"), golden));
-    assert_non_null(getcwd(cwd, sizeof cwd));
     /* run where llama-quantize ran, with the same relative paths, so that
      * quantize.imatrix.file holds the same string */
     assert_int_equal(chdir(golden), 0);
@@ -380,7 +392,6 @@ static void golden_presets(void **state) {
         kiln_imatrix_free(imx);
     }
     print_message("# byte-identical to llama.cpp:%s\n", identical);
-    assert_int_equal(chdir(cwd), 0);
 }
 
 /* Straight from the Hugging Face models (convert + quantize in one pass):
@@ -667,10 +678,14 @@ static void split_outputs(void **state) {
 }
 
 int main(void) {
+    /* absolute paths from here on: golden_presets changes directory */
+    char shared[PATH_MAX];
+    if (kiln_shared() && realpath(kiln_shared(), shared)) setenv("KILN_SHARED", shared, 1);
+    if (!getcwd(home, sizeof home)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(policy_layers),        cmocka_unit_test(policy_model_rules),
         cmocka_unit_test(policy_options),       cmocka_unit_test(policy_targets_and_fallbacks),
-        cmocka_unit_test(golden_presets),       cmocka_unit_test(hf_one_step),
+        cmocka_unit_test_teardown(golden_presets, back_home), cmocka_unit_test(hf_one_step),
         cmocka_unit_test(fallback_paths),
         cmocka_unit_test(dry_run_and_overrides), cmocka_unit_test(refusals),
         cmocka_unit_test(imatrix_paths),        cmocka_unit_test(tensor_checks),

@@ -79,6 +79,8 @@ fi
 
 if need_shared "--vocab-only"; then
     "$KILN" convert "$shared/models/qwen2" --vocab-only -o "$T/vocab.gguf"
+    "$KILN" convert "$shared/models/qwen2" --vocab-only --dry-run > "$T/vplan"
+    check "--dry-run's size is right for --vocab-only too" grep -q "output size $(wc -c < "$T/vocab.gguf" | tr -d ' ') bytes" "$T/vplan"
     "$KILN" inspect --json "$T/vocab.gguf" > "$T/v.json"
     check "--vocab-only writes the tokenizer and no tensors" python3 -c "
 import json,sys; r=json.load(open('$T/v.json')); keys=[k['key'] for k in r['metadata']]
