@@ -19,6 +19,7 @@ typedef struct kiln_outfile {
     char *tmp_path; /* path + ".tmp" */
     int fd;
     uint64_t pos;   /* bytes written so far */
+    uint64_t synced; /* bytes whose writeback has been started */
     unsigned char *buf;
     uint64_t buf_len;
 } kiln_outfile;

@@ -70,64 +70,67 @@ static int float_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_o
     return 0;
 }
 
+/* Rows [r0, r0 + nr) with the reference dot products: the scalar level,
+ * and the fallback when a panel buffer cannot be had. */
+static void ref_rows(const kiln_qtype *qt, const uint8_t *w, int64_t n_in, int64_t r0, int64_t nr,
+                     int64_t n_out, const uint8_t *act, int64_t n_tokens, float *y) {
+    const int64_t row_bytes = n_in / qt->block * qt->block_bytes;
+    const int64_t act_row = n_in / qt->block * qt->act_bytes;
+    for (int64_t r = r0; r < r0 + nr; r++)
+        for (int64_t t = 0; t < n_tokens; t++)
+            y[t * n_out + r] = qt->dot(n_in, w + r * row_bytes, act + t * act_row);
+}
+
 /* Activations of every token in the type's vec_dot_type, then (above
  * the scalar level) in the panel kernels' byte layout. */
 static int quant_matmul(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
                         const float *x, int64_t n_tokens, float *y) {
-    const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
-    const int64_t act_row = nb * qt->act_bytes;
+    const int64_t nb = n_in / qt->block, act_row = nb * qt->act_bytes;
+    const bool kq = qt->act_type == KILN_Q8_K;
     uint8_t *act = malloc((size_t)(n_tokens * act_row));
     if (!act) return -1;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < n_tokens; t++) {
-        if (qt->act_type == KILN_Q8_0) kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
-        else kiln_act_q8_k(x + t * n_in, (kiln_block_q8_k *)(act + t * act_row), n_in);
+        if (kq) kiln_act_q8_k(x + t * n_in, (kiln_block_q8_k *)(act + t * act_row), n_in);
+        else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
     }
 
     if (kiln_simd() == KILN_SIMD_SCALAR) {
 #pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < n_out; r++)
-            for (int64_t t = 0; t < n_tokens; t++)
-                y[t * n_out + r] = qt->dot(n_in, (const uint8_t *)w + r * row_bytes, act + t * act_row);
+        for (int64_t r = 0; r < n_out; r++) ref_rows(qt, w, n_in, r, 1, n_out, act, n_tokens, y);
         free(act);
         return 0;
     }
 
-    const bool kq = qt->act_type == KILN_Q8_K;
     uint8_t *u = malloc((size_t)(n_tokens * n_in));
     float *d = malloc((size_t)(n_tokens * nb) * sizeof(float));
     int16_t *bs = kq ? malloc((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : NULL;
-    int rc = 0;
-    if (!u || !d || (kq && !bs)) {
-        rc = -1;
-        goto done;
-    }
-    const kiln_pact A = {u, d, bs, n_in, nb};
-    const int64_t pbytes = kiln_panel_bytes(qt, n_in);
+    int rc = -1;
+    if (u && d && (bs || !kq)) {
+        const kiln_pact A = {u, d, bs, n_in, nb};
+        const int64_t pbytes = kiln_panel_bytes(qt, n_in);
 #pragma omp parallel
-    {
+        {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n_tokens; t++)
-            kiln_pact_pack(qt, act + t * act_row, n_in, u + t * n_in, d + t * nb, kq ? bs + t * (n_in / 16) : NULL);
+            for (int64_t t = 0; t < n_tokens; t++)
+                kiln_pact_pack(qt, act + t * act_row, n_in, u + t * n_in, d + t * nb,
+                               kq ? bs + t * (n_in / 16) : NULL);
 
-        void *panel = aligned_alloc(64, (size_t)pbytes);
+            void *panel = kiln_alloc64((size_t)pbytes);
 #pragma omp for schedule(static)
-        for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
-            const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
-            if (!panel) {
-                /* out of memory for a panel: this thread's rows the slow way */
-                for (int r = 0; r < nr; r++)
-                    for (int64_t t = 0; t < n_tokens; t++)
-                        y[t * n_out + r0 + r] =
-                            qt->dot(n_in, (const uint8_t *)w + (r0 + r) * row_bytes, act + t * act_row);
-                continue;
+            for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
+                const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
+                bool done = false;
+                if (panel) {
+                    kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
+                    done = kiln_qgemm_panel(qt, panel, &A, 0, n_tokens, y + r0, n_out, nr);
+                }
+                if (!done) ref_rows(qt, w, n_in, r0, nr, n_out, act, n_tokens, y);
             }
-            kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
-            kiln_qgemm_panel(qt, panel, &A, 0, n_tokens, y + r0, n_out, nr);
+            free(panel);
         }
-        free(panel);
+        rc = 0;
     }
-done:
     free(u);
     free(d);
     free(bs);

@@ -1,6 +1,7 @@
 /* runtime/vecdot.h - the kernels behind kiln_matmul (runtime/matmul.c).
+ * Internal to the runtime (tests and benchmarks use it too).
  *
- * Four layers, each in its own files:
+ * The layers, each in its own files:
  *
  *   act_quant.c      activations -> ggml's vec_dot_type (Q8_0 / Q8_K blocks,
  *                    f16 / bf16 rounding), exactly as ggml's x86 CPU backend
@@ -17,17 +18,27 @@
  *                    combination lane by lane - bit for bit the reference;
  *   vecdot_float.c   f32 products (F32/F16/BF16 weights, and every type in
  *                    KILN_NUM_EXACT mode): y = fmaf chain over k in order,
- *                    the same at every SIMD level.
+ *                    the same at every SIMD level;
+ *   vecdot_fdecode.c the same chains for one token, F32/F16/BF16 weights
+ *                    read in place (vecdot_simd.h: shared AVX-512 helpers).
  *
- * Nothing here allocates except where a contract says so; nothing prints. */
+ * Nothing here prints; buffers are the caller's unless a contract says
+ * otherwise. */
 #ifndef KILN_VECDOT_H
 #define KILN_VECDOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../quantize/blocks.h"
+
+/* 64-byte aligned memory for the kernels' buffers (free() releases it),
+ * or NULL. */
+static inline void *kiln_alloc64(size_t n) {
+    return aligned_alloc(64, (n + 63) / 64 * 64);
+}
 
 /* ---- activation conversion (act_quant.c) ---------------------------- */
 
@@ -81,12 +92,6 @@ typedef void (*kiln_unpack_fn)(const void *block, kiln_qblock *out);
 #define KILN_UNPACK_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define KILN_UNPACK_CLONES
-/* One token against F32 / F16 / BF16 weights read in place
- * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.
- * Returns false, doing nothing, below AVX-512 or for other types. */
-bool kiln_fdecode(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                  float *y);
-
 #endif
 
 void kiln_unpack_q8_0(const void *block, kiln_qblock *out);

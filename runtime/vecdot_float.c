@@ -243,7 +243,7 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
                 const float *x, int64_t n_tokens, float *y) {
     kiln_simd_level lv = kiln_simd();
     const int64_t ntb = (n_tokens + TB - 1) / TB;
-    float *X = lv > KILN_SIMD_SCALAR ? aligned_alloc(64, (size_t)(ntb * n_in * TB) * sizeof(float) + 64) : NULL;
+    float *X = lv > KILN_SIMD_SCALAR ? kiln_alloc64((size_t)(ntb * n_in * TB) * sizeof(float)) : NULL;
     if (!X) {
         fgemm_scalar(rows, ctx, n_in, n_out, x, n_tokens, y);
         return;
@@ -265,8 +265,8 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
          * four panels run side by side instead. */
         fjob j = {rows, ctx, n_in, n_out, n_tokens, ntb, X, y, lv,
                   n_tokens == 1 && lv >= KILN_SIMD_AVX512 ? 4 : 1, NULL, NULL};
-        j.tmp = aligned_alloc(64, W * KC * sizeof(float));
-        j.P = aligned_alloc(64, (size_t)j.G * W * KC * sizeof(float));
+        j.tmp = kiln_alloc64(W * KC * sizeof(float));
+        j.P = kiln_alloc64((size_t)j.G * W * KC * sizeof(float));
         if (j.tmp && j.P) {
             if (k_outer) {
                 for (int64_t k0 = 0; k0 < n_in; k0 += KC)

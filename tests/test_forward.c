@@ -16,6 +16,7 @@
 
 #include "../convert/convert.h"
 #include "../convert/testmodel.h"
+#include "../core/cpu.h"
 #include "../core/gguf.h"
 #include "../golden/klgt.h"
 #include "../runtime/ops.h"
@@ -199,6 +200,59 @@ static void test_kv_cache_decode(void **state) {
     check_decode("mixtral-f32", KILN_NUM_GGML);
     check_decode("mixtral-Q4_K_M", KILN_NUM_EXACT);
     check_decode("qwen2-IQ2_XXS", KILN_NUM_EXACT);
+}
+
+/* ---- SIMD levels ------------------------------------------------------- */
+
+/* Logits of a model's first golden prompt (one batch) and then one decoded
+ * token, at the current SIMD level. */
+static float *eval_first_prompt(const char *stem, kiln_numeric_mode mode, int64_t *count) {
+    char gguf[256], ref[256];
+    snprintf(gguf, sizeof gguf, "golden/gguf/%s.gguf", stem);
+    snprintf(ref, sizeof ref, "golden/logits/%s.logits", stem);
+    kiln_err err = {{0}};
+    kiln_model *m = kiln_model_load(kiln_shared_path(gguf), &err);
+    if (!m) fail_msg("%s", err.msg);
+    kiln_logit_set set = {0};
+    if (kiln_klgt_read(kiln_shared_path(ref), &set, &err) < 0) fail_msg("%s", err.msg);
+    const int64_t n = set.seqs[0].n_tokens, nv = set.n_vocab;
+    float *out = malloc((size_t)((n + 1) * nv) * sizeof(float));
+    assert_non_null(out);
+    kiln_ctx *c = kiln_ctx_new(m, &(kiln_ctx_params){.n_ctx = 256, .mode = mode}, &err);
+    if (!c) fail_msg("%s", err.msg);
+    assert_int_equal(kiln_eval(c, set.seqs[0].ids, n, out, &err), 0);
+    assert_int_equal(kiln_eval(c, set.seqs[0].ids, 1, out + n * nv, &err), 0);
+    *count = (n + 1) * nv;
+    kiln_ctx_free(c);
+    kiln_logit_set_free(&set);
+    kiln_model_free(m);
+    return out;
+}
+
+/* Every SIMD level must give the same bits as the scalar code. */
+static void test_simd_levels(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    const char *stems[] = {"llama-Q4_K_M", "mixtral-Q8_0", "qwen2-f16"};
+    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            int64_t n = 0, n2 = 0;
+            kiln_simd_set(KILN_SIMD_SCALAR);
+            float *ref = eval_first_prompt(stems[i], mode, &n);
+            for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
+                kiln_simd_set((kiln_simd_level)lvl);
+                float *got = eval_first_prompt(stems[i], mode, &n2);
+                assert_int_equal(n, n2);
+                int64_t diff = 0;
+                for (int64_t j = 0; j < n; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
+                printf("# %s %s: %s vs scalar: %lld of %lld logits differ\n", stems[i], mode ? "exact" : "ggml",
+                       kiln_simd_name(kiln_simd()), (long long)diff, (long long)n);
+                free(got);
+                assert_int_equal(diff, 0);
+            }
+            free(ref);
+        }
+    kiln_simd_set(KILN_SIMD_AVX512); /* capped to what the CPU has */
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -592,7 +646,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_masked), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),           cmocka_unit_test(test_kv_cache_decode),
-        cmocka_unit_test(test_archs_vs_reference),
+        cmocka_unit_test(test_archs_vs_reference), cmocka_unit_test(test_simd_levels),
         cmocka_unit_test(test_golden_ggml),    cmocka_unit_test(test_golden_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
