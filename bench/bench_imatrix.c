@@ -79,16 +79,16 @@ static bool exists(const char *p) {
 /* The 1B model is made once in /tmp by kiln itself (testmodel + convert
  * to F16, as llama-bench's model was F16). */
 static const char *synthetic_1b(void) {
-    static const char *gguf = "/tmp/kiln-bench-1b/synth-1b-f16.gguf";
+    static const char *gguf = "/tmp/kiln-imx-1b/synth-1b-f16.gguf";
     if (exists(gguf)) return gguf;
     const char *kiln = getenv("KILN");
     if (!kiln) kiln = "build/kiln";
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p /tmp/kiln-bench-1b && %s testmodel --arch llama --size 1b -o /tmp/kiln-bench-1b/hf -q --force && "
-             "%s convert /tmp/kiln-bench-1b/hf --outtype f16 -o %s -q --force && rm -rf /tmp/kiln-bench-1b/hf",
+             "mkdir -p /tmp/kiln-imx-1b && %s testmodel --arch llama --size 1b -o /tmp/kiln-imx-1b/hf -q --force && "
+             "%s convert /tmp/kiln-imx-1b/hf --outtype f16 -o %s -q --force && rm -rf /tmp/kiln-imx-1b/hf",
              kiln, kiln, gguf);
-    fprintf(stderr, "bench_imatrix: making the 1B model in /tmp/kiln-bench-1b (once)\n");
+    fprintf(stderr, "bench_imatrix: making the 1B model in /tmp/kiln-imx-1b (once)\n");
     return system(cmd) == 0 ? gguf : NULL;
 }
 

@@ -225,7 +225,9 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         printf("perplexity: %s, ", o.model);
         if (p.n_ctx) printf("n_ctx=%lld", (long long)p.n_ctx);
         else printf("n_ctx and chunks from %s", o.base);
-        printf(", batch_size=%lld, %d threads, %s numbers\n", (long long)o.n_batch, threads,
+        /* each chunk is evaluated alone, so a batch never exceeds it */
+        uint64_t nb = p.n_ctx && o.n_batch > o.n_ctx ? o.n_ctx : o.n_batch;
+        printf(", batch_size=%llu, %d threads, %s numbers\n", (unsigned long long)nb, threads,
                o.exact ? "exact" : "ggml");
     }
     kiln_ppl_result r;

@@ -221,95 +221,110 @@ static void chunk_line(void *user, int64_t done, int64_t total, double ppl) {
     if (ppl > 0) fprintf(stderr, "[%lld]%.4f,%s", (long long)done, ppl, done % 16 == 0 || done == total ? "\n" : "");
 }
 
-static int collect(const opts *o) {
-    kiln_err err = {{0}};
+static bool exists(const char *path) {
+    return access(path, F_OK) == 0;
+}
+
+/* Everything a collection run needs, gathered before any evaluation so
+ * that bad inputs fail in seconds, not after hours. */
+typedef struct job {
+    char *ckpt;              /* OUT.ckpt */
+    kiln_model *m;
+    kiln_imatrix *start;     /* --in-file statistics, or NULL */
+    kiln_imx_tokens tk;
+    const char **datasets;   /* recorded in the output */
+    int n_datasets;
+} job;
+
+static void job_free(job *j) {
+    free(j->ckpt);
+    kiln_model_free(j->m);
+    kiln_imatrix_free(j->start);
+    kiln_imx_tokens_free(&j->tk);
+    free(j->datasets);
+}
+
+static int prepare(const opts *o, job *j, kiln_err *err) {
     const char **inputs = NULL;
     int n_inputs = 0;
     bool ok = push(&inputs, &n_inputs, o->model);
     for (int i = 0; ok && i < o->n_files; i++) ok = push(&inputs, &n_inputs, o->files[i]);
     for (int i = 0; ok && i < o->n_in_files; i++) ok = push(&inputs, &n_inputs, o->in_files[i]);
-    char *ckpt = malloc(strlen(o->out) + 6);
-    if (!ok || !ckpt) {
+    if (!ok || !(j->ckpt = malloc(strlen(o->out) + 6))) {
         free(inputs);
-        free(ckpt);
-        return kiln_cli_usage_error("imatrix", "out of memory");
+        return kiln_fail(err, NULL, NULL, -1, "out of memory");
     }
-    sprintf(ckpt, "%s.ckpt", o->out);
-    int rc = KILN_EXIT_FAIL;
-    kiln_model *m = NULL;
-    kiln_imatrix *start = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    kiln_imx_tokens tk = {0};
-    kiln_imx_run_result res = {0};
-    const char **datasets = NULL;
-    int n_datasets = 0;
-
-    if (kiln_check_output(o->out, inputs, n_inputs, o->force, &err) < 0) goto out;
-    if (o->n_in_files && !(start = kiln_imatrix_read_all(o->in_files, o->n_in_files, (uint32_t)o->n_ctx, &err)))
-        goto out;
-    if (!(m = kiln_model_load(o->model, &err))) goto out;
-    if (start && kiln_imatrix_check_model(start, o->in_files[0], m->gguf, &err) < 0) goto out;
-    if (kiln_calib_read(o->files, o->n_files, o->field, &text, &len, &err) < 0) goto out;
-    if (kiln_imx_tokens_make(m->tok, text, len, o->n_ctx, o->n_chunks, o->parse_special, o->files[0], &tk, &err) < 0)
-        goto out;
+    sprintf(j->ckpt, "%s.ckpt", o->out);
+    int rc = kiln_check_output(o->out, inputs, n_inputs, o->force, err);
+    free(inputs);
+    if (rc < 0) return -1;
+    /* Checkpoints are hours of work: a new run does not write over one. */
+    if (o->save_every && !o->resume && !o->force && exists(j->ckpt))
+        return kiln_fail(err, j->ckpt, NULL, -1,
+                         "a checkpoint of an earlier run exists: continue it with --resume, or start over with --force");
+    if (o->n_in_files && !(j->start = kiln_imatrix_read_all(o->in_files, o->n_in_files, (uint32_t)o->n_ctx, err)))
+        return -1;
+    if (!(j->m = kiln_model_load(o->model, err))) return -1;
+    if (j->start && kiln_imatrix_check_model(j->start, o->in_files[0], j->m->gguf, err) < 0) return -1;
+    char *text;
+    size_t len;
+    if (kiln_calib_read(o->files, o->n_files, o->field, &text, &len, err) < 0) return -1;
+    rc = kiln_imx_tokens_make(j->m->tok, text, len, o->n_ctx, o->n_chunks, o->parse_special, o->files[0], &j->tk, err);
     free(text);
-    text = NULL;
-    for (uint64_t i = 0; ok && start && i < start->n_datasets; i++)
-        ok = push(&datasets, &n_datasets, start->datasets[i]);
-    for (int i = 0; ok && i < o->n_files; i++) ok = push(&datasets, &n_datasets, o->files[i]);
-    if (!ok) {
-        kiln_fail(&err, NULL, NULL, -1, "out of memory");
-        goto out;
-    }
-    if (!o->quiet)
-        fprintf(stderr, "kiln imatrix: %zu tokens, computing over %lld chunks of %lld (%s numerics, %d threads)\n",
-                tk.n, (long long)tk.n_chunks, (long long)tk.n_ctx, o->mode == KILN_NUM_EXACT ? "exact" : "ggml",
-                omp_get_max_threads());
+    if (rc < 0) return -1;
+    for (uint64_t i = 0; ok && j->start && i < j->start->n_datasets; i++)
+        ok = push(&j->datasets, &j->n_datasets, j->start->datasets[i]);
+    for (int i = 0; ok && i < o->n_files; i++) ok = push(&j->datasets, &j->n_datasets, o->files[i]);
+    return ok ? 0 : kiln_fail(err, NULL, NULL, -1, "out of memory");
+}
 
+static void report(const opts *o, const job *j, const kiln_imx_run_result *res) {
+    if (o->quiet) return;
+    if (res->resumed) fprintf(stderr, "kiln imatrix: resumed from %s after chunk %lld\n", j->ckpt, (long long)res->resumed_from);
+    if (!o->no_ppl) fprintf(stderr, "Final estimate: PPL = %.4f +/- %.5f\n", res->ppl, res->ppl_err);
+    fprintf(stderr, "kiln imatrix: %lld tokens in %.2f s (%.0f tokens/s); %llu tensors written to %s\n",
+            (long long)res->tokens, res->seconds, res->seconds > 0 ? (double)res->tokens / res->seconds : 0,
+            (unsigned long long)res->im->n_entries, o->out);
+    kiln_imx_coverage_report(stderr, res->im);
+}
+
+static int collect(const opts *o) {
+    kiln_err err = {{0}};
+    job j = {0};
+    kiln_imx_run_result res = {0};
+    int rc = prepare(o, &j, &err);
+    if (rc == 0 && !o->quiet) {
+        fprintf(stderr, "kiln imatrix: %zu tokens, computing over %lld chunks of %lld (%s numerics, %d threads)\n",
+                j.tk.n, (long long)j.tk.n_chunks, (long long)j.tk.n_ctx, o->mode == KILN_NUM_EXACT ? "exact" : "ggml",
+                omp_get_max_threads());
+        if (o->resume && !exists(j.ckpt))
+            fprintf(stderr, "kiln imatrix: no checkpoint %s: starting from the first chunk\n", j.ckpt);
+    }
     kiln_imx_run_params rp = {
         .process_output = o->process_output,
         .with_sum = o->with_sum,
         .compute_ppl = !o->no_ppl,
         .mode = o->mode,
-        .ckpt_path = ckpt,
+        .ckpt_path = j.ckpt,
         .save_every = o->save_every,
         .resume = o->resume,
-        .start = start,
-        .datasets = datasets,
-        .n_datasets = (uint64_t)n_datasets,
+        .start = j.start,
+        .datasets = j.datasets,
+        .n_datasets = (uint64_t)j.n_datasets,
         .on_chunk = !o->quiet && !isatty(STDERR_FILENO) ? chunk_line : NULL,
     };
-    FILE *probe = o->resume ? fopen(ckpt, "rb") : NULL;
-    if (probe) fclose(probe);
-    else if (o->resume && !o->quiet)
-        fprintf(stderr, "kiln imatrix: no checkpoint %s: starting from the first chunk\n", ckpt);
-    if (kiln_imx_run(m, &tk, &rp, &res, &err) < 0) goto out;
-    if (res.resumed && !o->quiet)
-        fprintf(stderr, "kiln imatrix: resumed from %s after chunk %lld\n", ckpt, (long long)res.resumed_from);
-    if (write_out(res.im, o, &err) < 0) goto out;
-    /* The checkpoint has done its job once the output is safely written. */
-    if (o->save_every || o->resume) unlink(ckpt);
-    if (!o->quiet) {
-        if (!o->no_ppl) fprintf(stderr, "Final estimate: PPL = %.4f +/- %.5f\n", res.ppl, res.ppl_err);
-        fprintf(stderr, "kiln imatrix: %lld tokens in %.2f s (%.0f tokens/s); %llu tensors written to %s\n",
-                (long long)res.tokens, res.seconds, res.seconds > 0 ? (double)res.tokens / res.seconds : 0,
-                (unsigned long long)res.im->n_entries, o->out);
-        kiln_imx_coverage_report(stderr, res.im);
+    if (rc == 0) rc = kiln_imx_run(j.m, &j.tk, &rp, &res, &err);
+    if (rc == 0) rc = write_out(res.im, o, &err);
+    if (rc == 0) {
+        /* The checkpoint has done its job once the output is safely written. */
+        if ((o->save_every || o->resume) && exists(j.ckpt) && unlink(j.ckpt) != 0)
+            fprintf(stderr, "kiln imatrix: warning: could not remove %s\n", j.ckpt);
+        report(o, &j, &res);
+        if (o->show_stats) show(res.im, o);
     }
-    if (o->show_stats) show(res.im, o);
-    rc = KILN_EXIT_OK;
-out:
-    if (rc != KILN_EXIT_OK) rc = kiln_cli_fail(&err);
     kiln_imatrix_free(res.im);
-    kiln_imx_tokens_free(&tk);
-    free(text);
-    kiln_imatrix_free(start);
-    kiln_model_free(m);
-    free(datasets);
-    free(inputs);
-    free(ckpt);
-    return rc;
+    job_free(&j);
+    return rc == 0 ? KILN_EXIT_OK : kiln_cli_fail(&err);
 }
 
 int kiln_cmd_imatrix(int argc, char **argv) {

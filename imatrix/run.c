@@ -132,7 +132,7 @@ static int evaluate(run_state *s, const kiln_model *m, const kiln_imx_tokens *tk
             /* Scored against the text's own tokens; the BOS put over the
              * first one is never a target (scoring starts mid-chunk). */
             kiln_imx_ppl_add(&s->ppl, logits, tk->ids + c * tk->n_ctx, tk->n_ctx, n_vocab);
-            snprintf(label, sizeof label, "imatrix ppl %.4g", kiln_imx_ppl_value(&s->ppl));
+            snprintf(label, sizeof label, "imatrix ppl %.5g", kiln_imx_ppl_value(&s->ppl));
         }
         s->ck.chunks_done = c + 1;
         r->tokens += tk->n_ctx;

@@ -5,7 +5,14 @@
  * This is llama-imatrix's compute_imatrix loop with one sequence per
  * evaluation (llama-imatrix packs 16 chunks into one batch as separate
  * sequences; the chunks are independent either way, so the statistics are
- * the same). The thread count is the caller's (OpenMP's, process-wide). */
+ * the same). The thread count is the caller's (OpenMP's, process-wide).
+ *
+ * The statistics are those of the runtime's forward pass in the chosen
+ * numeric mode. llama-imatrix evaluates with llama.cpp's default
+ * attention, flash attention over an F16 KV cache (queries rounded to f16,
+ * values accumulated in f16); the inputs of every product downstream of
+ * attention agree with its files only as closely as the runtime's
+ * attention reproduces that. */
 #ifndef KILN_IMATRIX_RUN_H
 #define KILN_IMATRIX_RUN_H
 

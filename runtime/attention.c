@@ -32,14 +32,18 @@ static void kqv_tinyblas(const kiln_kv_cache *kv, int64_t il, int64_t off, const
 static void kqv_vecdot(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att,
                        int64_t n_kv, int64_t hd, float *acc, float *o) {
     const int64_t np = n_kv & ~(int64_t)63, nj = n_att < np ? n_att : np;
-    memset(acc, 0, (size_t)(64 * hd) * sizeof *acc);
-    for (int64_t j = 0; j < nj; j++) kiln_vec_axpy(acc + (j % 64) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
-    for (int64_t l = 0; l < 16; l++) {
-        kiln_vec_add(acc + l * hd, acc + (32 + l) * hd, hd);
-        kiln_vec_add(acc + (16 + l) * hd, acc + (48 + l) * hd, hd);
-        kiln_vec_add(acc + l * hd, acc + (16 + l) * hd, hd);
+    if (np == 0) {
+        memset(o, 0, (size_t)hd * sizeof *o); /* short rows: all in double */
+    } else {
+        memset(acc, 0, (size_t)(64 * hd) * sizeof *acc);
+        for (int64_t j = 0; j < nj; j++) kiln_vec_axpy(acc + (j % 64) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
+        for (int64_t l = 0; l < 16; l++) {
+            kiln_vec_add(acc + l * hd, acc + (32 + l) * hd, hd);
+            kiln_vec_add(acc + (16 + l) * hd, acc + (48 + l) * hd, hd);
+            kiln_vec_add(acc + l * hd, acc + (16 + l) * hd, hd);
+        }
+        kiln_reduce16_rows(acc, hd, o, hd);
     }
-    kiln_reduce16_rows(acc, hd, o, hd);
     for (int64_t d = 0; d < hd && n_att > np; d++) {
         double s = o[d];
         for (int64_t j = np; j < n_att; j++) s += (double)(kiln_kv_v(kv, il, j)[off + d] * p[j]);

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest internal batch; longer evaluations run in chunks of this many
- * tokens, which changes no number (rows are independent). */
+/* Largest internal batch: longer evaluations run in chunks of this many
+ * tokens. It is llama.cpp's default n_ubatch, so a long evaluation is cut
+ * where llama.cpp would cut it (in KILN_NUM_GGML mode attention sums
+ * depend on the batch, see kiln_attend). */
 #define KILN_MAX_BATCH 512
 
 static int64_t max64(int64_t a, int64_t b) {

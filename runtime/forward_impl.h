@@ -61,7 +61,11 @@ void kiln_fwd_bias(float *y, const kiln_tensor *b, int64_t n, int64_t w);
 int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
 
 /* Attention of the n queries in c->q against cache layer il (causal),
- * into c->att. Exposed for the tests. */
+ * into c->att. In KILN_NUM_GGML mode it sums as llama.cpp does for a batch
+ * of n tokens over n_past + n cached cells (softmax rows that long, the V
+ * product by tinyBLAS or by ggml_vec_dot_f32), so a token's numbers depend
+ * slightly on how it was batched, as they do in llama.cpp;
+ * KILN_NUM_EXACT's do not. */
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
 
 /* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU

@@ -73,37 +73,33 @@ float kiln_vec_dot_q5_k(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q6_k(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_iq2_xxs(int64_t n, const void *w, const void *act);
 
-/* One weight block as integers: weight p = d * sc[p/16] * q[p] - dmin *
- * mn[p/16] (with the format's own constant factors, e.g. IQ2_XXS's 1/8,
- * left to the float combination). Legacy blocks fill q[0..32) and d only. */
+/* 256 weights as integers, for the panel kernels: one k-quant / i-quant
+ * super-block (weight p = d[0] * sc[p/16] * q[p] - dmin * mn[p/16], the
+ * format's own constant factors, e.g. IQ2_XXS's 1/8, left to the float
+ * combination), or up to 8 consecutive 32-weight blocks (weight p =
+ * d[p/32] * q[p]). */
 typedef struct kiln_qblock {
     int8_t q[KILN_QK_K];
     int16_t sc[16];
     int16_t mn[16];
-    float d, dmin;
+    float d[8], dmin;
 } kiln_qblock;
 
-typedef void (*kiln_unpack_fn)(const void *block, kiln_qblock *out);
+/* Unpacks n consecutive blocks (n <= 8 for 32-weight formats, n == 1
+ * otherwise) into *out. Each format has a portable version and an AVX2
+ * one, chosen by kiln_simd(); both give the same integers (tested). */
+typedef void (*kiln_unpack_fn)(const void *blocks, int n, kiln_qblock *out);
 
-/* Unpacking is plain integer code written for the auto-vectorizer; an
- * AVX2 clone is picked at load time (ifunc). Any clone gives the same
- * integers, so this does not need to follow KILN_SIMD. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KILN_UNPACK_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KILN_UNPACK_CLONES
-#endif
-
-void kiln_unpack_q8_0(const void *block, kiln_qblock *out);
-void kiln_unpack_q4_0(const void *block, kiln_qblock *out);
-void kiln_unpack_q5_0(const void *block, kiln_qblock *out);
-void kiln_unpack_iq4_nl(const void *block, kiln_qblock *out);
-void kiln_unpack_q2_k(const void *block, kiln_qblock *out);
-void kiln_unpack_q3_k(const void *block, kiln_qblock *out);
-void kiln_unpack_q4_k(const void *block, kiln_qblock *out);
-void kiln_unpack_q5_k(const void *block, kiln_qblock *out);
-void kiln_unpack_q6_k(const void *block, kiln_qblock *out);
-void kiln_unpack_iq2_xxs(const void *block, kiln_qblock *out);
+void kiln_unpack_q8_0(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q4_0(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q5_0(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq4_nl(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q2_k(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q3_k(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q4_k(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q5_k(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out);
 
 /* How a type's integer block sums become floats; each is ggml's scalar
  * expression for that type (see the kernels for the exact operations). */

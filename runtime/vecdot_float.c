@@ -11,8 +11,11 @@
  * panels P[k][16 rows], activations into X[k][24 tokens], and the
  * microkernel does one vector FMA per (k, token) with the activation
  * broadcast - 16 x 24 outputs in flight, each its own chain. Blocking over
- * k (KC at a time) keeps the panel in L1; the partial sums wait in y
- * between blocks, which does not change a single bit.
+ * k (KC at a time) keeps the panel next to the core; the partial sums wait
+ * in y between blocks, which does not change a single bit. One token
+ * (decode) runs four panels side by side instead of 24 tokens; for F32 /
+ * F16 / BF16 weights matmul.c sends it to vecdot_fdecode.c, which skips
+ * the repacking altogether.
  *
  * Not here: where the f32 rows come from (the caller's callback does the
  * dequantization) and activation rounding (matmul.c). */
@@ -35,7 +38,7 @@
 
 #define W 16   /* rows per panel: one zmm, two ymm */
 #define TB 24  /* tokens per packed activation block */
-#define KC 256 /* k per block: a multiple of every block size */
+#define KC 512 /* k per block: a multiple of every block size */
 
 float kiln_fdot_chain(const float *w, const float *x, int64_t n) {
     float acc = 0;

@@ -14,93 +14,52 @@
  * (weight = d * sc * q - dmin * mn) gives ggml's integers. */
 #include "vecdot.h"
 
+#include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../quantize/kscales.h"
 
 #include <string.h>
 
-KILN_UNPACK_CLONES void kiln_unpack_q2_k(const void *block, kiln_qblock *out) {
-    /* a local copy cannot alias *out: lets the loops vectorize */
-    const kiln_block_q2_k blk = *(const kiln_block_q2_k *)block, *b = &blk;
-    for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-            int8_t *q = out->q + 128 * h + 32 * s;
-            const uint8_t *src = b->qs + 32 * h;
-            for (int l = 0; l < 32; l++) q[l] = (int8_t)((src[l] >> (2 * s)) & 3);
-        }
-    for (int j = 0; j < 16; j++) {
-        out->sc[j] = b->scales[j] & 0xF;
-        out->mn[j] = b->scales[j] >> 4;
-    }
-    out->d = kiln_fp16_to_fp32(b->d);
-    out->dmin = kiln_fp16_to_fp32(b->dmin);
-}
+#ifdef __x86_64__
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
 
-KILN_UNPACK_CLONES void kiln_unpack_q3_k(const void *block, kiln_qblock *out) {
-    /* a local copy cannot alias *out: lets the loops vectorize */
-    const kiln_block_q3_k blk = *(const kiln_block_q3_k *)block, *b = &blk;
-    /* weight 128h + 32s + l: bits 2s of qs[32h + l], and bit 4h + s of
-     * hmask[l] clear means 4 is subtracted */
+/* ---- unpacking, portable ------------------------------------------------ */
+
+static void q2_k_scalar(const kiln_block_q2_k *b, kiln_qblock *out) {
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-            int8_t *q = out->q + 128 * h + 32 * s;
-            const uint8_t *src = b->qs + 32 * h, *hm = b->hmask;
-            const int bit = 4 * h + s;
+        for (int s = 0; s < 4; s++)
             for (int l = 0; l < 32; l++)
-                q[l] = (int8_t)(((src[l] >> (2 * s)) & 3) - 4 + 4 * ((hm[l] >> bit) & 1));
-        }
-    /* 6-bit scales: low nibbles in bytes 0..7 (j and j + 8 share one),
-     * high bit pairs of scale j in byte 8 + j % 4 at bit 2 * (j / 4) */
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? b->scales[j] & 0xF : b->scales[j - 8] >> 4;
-        int hi = (b->scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out->sc[j] = (int16_t)((lo | hi << 4) - 32);
-        out->mn[j] = 0;
-    }
-    out->d = kiln_fp16_to_fp32(b->d);
-    out->dmin = 0;
+                out->q[128 * h + 32 * s + l] = (int8_t)((b->qs[32 * h + l] >> (2 * s)) & 3);
 }
 
-/* Q4_K and Q5_K: a 6-bit scale and min per 32 weights, given to both of
- * its 16-weight halves. */
-static inline void unpack_kscales(kiln_half d, kiln_half dmin, const uint8_t *scales,
-                                  kiln_qblock *out) {
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        kiln_kscale_get(j, scales, &sc, &m);
-        out->sc[2 * j] = out->sc[2 * j + 1] = sc;
-        out->mn[2 * j] = out->mn[2 * j + 1] = m;
-    }
-    out->d = kiln_fp16_to_fp32(d);
-    out->dmin = kiln_fp16_to_fp32(dmin);
+/* weight 128h + 32s + l: bits 2s of qs[32h + l]; bit 4h + s of hmask[l]
+ * clear means 4 is subtracted */
+static void q3_k_scalar(const kiln_block_q3_k *b, kiln_qblock *out) {
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++)
+                out->q[128 * h + 32 * s + l] = (int8_t)(((b->qs[32 * h + l] >> (2 * s)) & 3) - 4 +
+                                                        4 * ((b->hmask[l] >> (4 * h + s)) & 1));
 }
 
-/* Weight 64c + l is the low nibble of qs[32c + l], 64c + 32 + l the high
- * one; Q5_K adds bit 2c (2c + 1) of qh[l] as bit 4. */
-KILN_UNPACK_CLONES void kiln_unpack_q4_k(const void *block, kiln_qblock *out) {
-    /* a local copy cannot alias *out: lets the loops vectorize */
-    const kiln_block_q4_k blk = *(const kiln_block_q4_k *)block;
+/* weight 64c + l: low nibble of qs[32c + l], 64c + 32 + l: the high one;
+ * with qh (Q5_K), bit 2c (2c + 1) of qh[l] is their bit 4 */
+static void kscale_levels_scalar(const uint8_t *qs, const uint8_t *qh, kiln_qblock *out) {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
-            out->q[64 * c + l] = (int8_t)(blk.qs[32 * c + l] & 0xF);
-            out->q[64 * c + 32 + l] = (int8_t)(blk.qs[32 * c + l] >> 4);
+            int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+            if (qh) {
+                lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+                hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+            }
+            out->q[64 * c + l] = (int8_t)lo;
+            out->q[64 * c + 32 + l] = (int8_t)hi;
         }
-    unpack_kscales(blk.d, blk.dmin, blk.scales, out);
 }
 
-KILN_UNPACK_CLONES void kiln_unpack_q5_k(const void *block, kiln_qblock *out) {
-    const kiln_block_q5_k blk = *(const kiln_block_q5_k *)block;
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            out->q[64 * c + l] = (int8_t)((blk.qs[32 * c + l] & 0xF) | ((blk.qh[l] >> (2 * c)) & 1) << 4);
-            out->q[64 * c + 32 + l] = (int8_t)((blk.qs[32 * c + l] >> 4) | ((blk.qh[l] >> (2 * c + 1)) & 1) << 4);
-        }
-    unpack_kscales(blk.d, blk.dmin, blk.scales, out);
-}
-
-KILN_UNPACK_CLONES void kiln_unpack_q6_k(const void *block, kiln_qblock *out) {
-    /* a local copy cannot alias *out: lets the loops vectorize */
-    const kiln_block_q6_k blk = *(const kiln_block_q6_k *)block, *b = &blk;
+static void q6_k_scalar(const kiln_block_q6_k *b, kiln_qblock *out) {
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
         int8_t *q = out->q + 128 * h;
@@ -111,11 +70,145 @@ KILN_UNPACK_CLONES void kiln_unpack_q6_k(const void *block, kiln_qblock *out) {
             q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
         }
     }
+}
+
+/* ---- unpacking, AVX2 (the same integers) -------------------------------- */
+
+#ifdef __x86_64__
+/* Field k (bits k..k+width-1) of every byte: 16-bit shifts carry bits
+ * across bytes, the mask drops them again. */
+AVX2 static inline __m256i field(__m256i v, int k, int mask) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8((char)mask));
+}
+
+AVX2 static void q2_k_avx2(const kiln_block_q2_k *b, kiln_qblock *out) {
+    for (int h = 0; h < 2; h++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int s = 0; s < 4; s++)
+            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s), field(v, 2 * s, 3));
+    }
+}
+
+AVX2 static void q3_k_avx2(const kiln_block_q3_k *b, kiln_qblock *out) {
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask), four = _mm256_set1_epi8(4);
+    for (int h = 0; h < 2; h++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int s = 0; s < 4; s++) {
+            const __m256i hi = _mm256_slli_epi16(field(hm, 4 * h + s, 1), 2);
+            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s),
+                                _mm256_sub_epi8(_mm256_or_si256(field(v, 2 * s, 3), hi), four));
+        }
+    }
+}
+
+AVX2 static void kscale_levels_avx2(const uint8_t *qs, const uint8_t *qh, kiln_qblock *out) {
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = field(v, 0, 0xF), hi = field(v, 4, 0xF);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(field(h, 2 * c, 1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(field(h, 2 * c + 1, 1), 4));
+        }
+        _mm256_storeu_si256((__m256i *)(out->q + 64 * c), lo);
+        _mm256_storeu_si256((__m256i *)(out->q + 64 * c + 32), hi);
+    }
+}
+
+AVX2 static void q6_k_avx2(const kiln_block_q6_k *b, kiln_qblock *out) {
+    const __m256i off = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i lows[4] = {field(l0, 0, 0xF), field(l1, 0, 0xF), field(l0, 4, 0xF), field(l1, 4, 0xF)};
+        for (int s = 0; s < 4; s++) {
+            const __m256i top = _mm256_slli_epi16(field(qh, 2 * s, 3), 4);
+            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s),
+                                _mm256_sub_epi8(_mm256_or_si256(lows[s], top), off));
+        }
+    }
+}
+#define HAVE_AVX2 (kiln_simd() >= KILN_SIMD_AVX2)
+#else
+#define HAVE_AVX2 false
+#define q2_k_avx2 q2_k_scalar
+#define q3_k_avx2 q3_k_scalar
+#define kscale_levels_avx2 kscale_levels_scalar
+#define q6_k_avx2 q6_k_scalar
+#endif
+
+/* ---- the exported unpackers: levels, then scales ----------------------- */
+
+void kiln_unpack_q2_k(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q2_k *b = blocks;
+    (void)n;
+    if (HAVE_AVX2) q2_k_avx2(b, out);
+    else q2_k_scalar(b, out);
+    for (int j = 0; j < 16; j++) {
+        out->sc[j] = b->scales[j] & 0xF;
+        out->mn[j] = b->scales[j] >> 4;
+    }
+    out->d[0] = kiln_fp16_to_fp32(b->d);
+    out->dmin = kiln_fp16_to_fp32(b->dmin);
+}
+
+void kiln_unpack_q3_k(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q3_k *b = blocks;
+    (void)n;
+    if (HAVE_AVX2) q3_k_avx2(b, out);
+    else q3_k_scalar(b, out);
+    /* 6-bit scales: low nibbles in bytes 0..7 (j and j + 8 share one),
+     * high bit pairs of scale j in byte 8 + j % 4 at bit 2 * (j / 4) */
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? b->scales[j] & 0xF : b->scales[j - 8] >> 4;
+        int hi = (b->scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out->sc[j] = (int16_t)((lo | hi << 4) - 32);
+        out->mn[j] = 0;
+    }
+    out->d[0] = kiln_fp16_to_fp32(b->d);
+    out->dmin = 0;
+}
+
+/* Q4_K and Q5_K: a 6-bit scale and min per 32 weights, given to both of
+ * its 16-weight halves. */
+static void kscales(kiln_half d, kiln_half dmin, const uint8_t *scales, kiln_qblock *out) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        kiln_kscale_get(j, scales, &sc, &m);
+        out->sc[2 * j] = out->sc[2 * j + 1] = sc;
+        out->mn[2 * j] = out->mn[2 * j + 1] = m;
+    }
+    out->d[0] = kiln_fp16_to_fp32(d);
+    out->dmin = kiln_fp16_to_fp32(dmin);
+}
+
+void kiln_unpack_q4_k(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q4_k *b = blocks;
+    (void)n;
+    if (HAVE_AVX2) kscale_levels_avx2(b->qs, NULL, out);
+    else kscale_levels_scalar(b->qs, NULL, out);
+    kscales(b->d, b->dmin, b->scales, out);
+}
+
+void kiln_unpack_q5_k(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q5_k *b = blocks;
+    (void)n;
+    if (HAVE_AVX2) kscale_levels_avx2(b->qs, b->qh, out);
+    else kscale_levels_scalar(b->qs, b->qh, out);
+    kscales(b->d, b->dmin, b->scales, out);
+}
+
+void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q6_k *b = blocks;
+    (void)n;
+    if (HAVE_AVX2) q6_k_avx2(b, out);
+    else q6_k_scalar(b, out);
     for (int j = 0; j < 16; j++) {
         out->sc[j] = b->scales[j];
         out->mn[j] = 0;
     }
-    out->d = kiln_fp16_to_fp32(b->d);
+    out->d[0] = kiln_fp16_to_fp32(b->d);
     out->dmin = 0;
 }
 
@@ -126,7 +219,7 @@ float kiln_kdot_ref(int64_t n, const void *w, size_t block_bytes, kiln_unpack_fn
     float sumf = 0;
     kiln_qblock b;
     for (int64_t i = 0; i < n / KILN_QK_K; i++, x += block_bytes) {
-        unpack(x, &b);
+        unpack(x, 1, &b);
         int32_t aux32[8] = {0};
         for (int p = 0; p < KILN_QK_K; p++) aux32[p % 8] += b.sc[p / 16] * (b.q[p] * y[i].qs[p]);
         int32_t summ = 0;
@@ -136,7 +229,7 @@ float kiln_kdot_ref(int64_t n, const void *w, size_t block_bytes, kiln_unpack_fn
 
         switch (comb) {
         case KILN_COMB_Q2_K: {
-            const float dall = y[i].d * b.d, dmin = y[i].d * b.dmin;
+            const float dall = y[i].d * b.d[0], dmin = y[i].d * b.dmin;
             sumf += dall * (float)isum - dmin * (float)summ;
             break;
         }
@@ -144,12 +237,12 @@ float kiln_kdot_ref(int64_t n, const void *w, size_t block_bytes, kiln_unpack_fn
             sumf -= (b.dmin * y[i].d) * (float)summ;
             /* fall through */
         case KILN_COMB_LANES: {
-            const float d = b.d * y[i].d;
+            const float d = b.d[0] * y[i].d;
             for (int l = 0; l < 8; l++) sums[l] += d * (float)aux32[l];
             break;
         }
         case KILN_COMB_IQ2:
-            sumf += (b.d * y[i].d) * (float)isum;
+            sumf += (b.d[0] * y[i].d) * (float)isum;
             break;
         default:
             break;

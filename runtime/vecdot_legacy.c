@@ -8,9 +8,16 @@
  * kernels (vecdot_qgemm.c) repeat these float steps lane by lane. */
 #include "vecdot.h"
 
+#include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "../core/types.h"
 
 #include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
 
 /* Levels of one 32-weight block, position order. */
 static inline void levels_q4_0(const kiln_block_q4_0 *restrict b, int8_t *restrict q) {
@@ -91,26 +98,95 @@ float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act) {
     return sumf;
 }
 
-KILN_UNPACK_CLONES void kiln_unpack_q8_0(const void *block, kiln_qblock *out) {
-    const kiln_block_q8_0 *b = block;
-    memcpy(out->q, b->qs, KILN_QK);
-    out->d = kiln_fp16_to_fp32(b->d);
+/* ---- unpacking for the panel kernels ----------------------------------- */
+
+#ifdef __x86_64__
+/* 16 packed bytes -> 32 levels: low nibbles, then high nibbles. */
+AVX2 static inline __m256i nibbles(const uint8_t *qs) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(0xF);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
 
-KILN_UNPACK_CLONES void kiln_unpack_q4_0(const void *block, kiln_qblock *out) {
-    const kiln_block_q4_0 *b = block;
-    levels_q4_0(b, out->q);
-    out->d = kiln_fp16_to_fp32(b->d);
+/* Bit j of the 32-bit qh as 0x10 in byte j (Q5_0's fifth bit). */
+AVX2 static inline __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                 0x0101010101010101, 0x0000000000000000));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-KILN_UNPACK_CLONES void kiln_unpack_q5_0(const void *block, kiln_qblock *out) {
-    const kiln_block_q5_0 *b = block;
-    levels_q5_0(b, out->q);
-    out->d = kiln_fp16_to_fp32(b->d);
+AVX2 static void unpack_avx2(uint32_t type, const void *blocks, int n, kiln_qblock *out) {
+    const __m128i nl = _mm_loadu_si128((const __m128i *)kiln_iq4nl_values);
+    const __m256i table = _mm256_set_m128i(nl, nl);
+    for (int i = 0; i < n; i++) {
+        __m256i q;
+        kiln_half d;
+        if (type == KILN_Q4_0) {
+            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)blocks + i;
+            q = _mm256_sub_epi8(nibbles(b->qs), _mm256_set1_epi8(8));
+            d = b->d;
+        } else if (type == KILN_Q5_0) {
+            const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)blocks + i;
+            q = _mm256_sub_epi8(_mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh)), _mm256_set1_epi8(16));
+            d = b->d;
+        } else {
+            const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)blocks + i;
+            q = _mm256_shuffle_epi8(table, nibbles(b->qs));
+            d = b->d;
+        }
+        _mm256_storeu_si256((__m256i *)(out->q + 32 * i), q);
+        out->d[i] = kiln_fp16_to_fp32(d);
+    }
+}
+#endif
+
+static void unpack_scalar(uint32_t type, const void *blocks, int n, kiln_qblock *out) {
+    for (int i = 0; i < n; i++) {
+        if (type == KILN_Q4_0) {
+            const kiln_block_q4_0 *b = (const kiln_block_q4_0 *)blocks + i;
+            levels_q4_0(b, out->q + 32 * i);
+            out->d[i] = kiln_fp16_to_fp32(b->d);
+        } else if (type == KILN_Q5_0) {
+            const kiln_block_q5_0 *b = (const kiln_block_q5_0 *)blocks + i;
+            levels_q5_0(b, out->q + 32 * i);
+            out->d[i] = kiln_fp16_to_fp32(b->d);
+        } else {
+            const kiln_block_iq4_nl *b = (const kiln_block_iq4_nl *)blocks + i;
+            levels_iq4_nl(b, out->q + 32 * i);
+            out->d[i] = kiln_fp16_to_fp32(b->d);
+        }
+    }
 }
 
-KILN_UNPACK_CLONES void kiln_unpack_iq4_nl(const void *block, kiln_qblock *out) {
-    const kiln_block_iq4_nl *b = block;
-    levels_iq4_nl(b, out->q);
-    out->d = kiln_fp16_to_fp32(b->d);
+static void unpack(uint32_t type, const void *blocks, int n, kiln_qblock *out) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX2) {
+        unpack_avx2(type, blocks, n, out);
+        return;
+    }
+#endif
+    unpack_scalar(type, blocks, n, out);
+}
+
+void kiln_unpack_q8_0(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_q8_0 *b = blocks;
+    for (int i = 0; i < n; i++) {
+        memcpy(out->q + 32 * i, b[i].qs, KILN_QK);
+        out->d[i] = kiln_fp16_to_fp32(b[i].d);
+    }
+}
+
+void kiln_unpack_q4_0(const void *blocks, int n, kiln_qblock *out) {
+    unpack(KILN_Q4_0, blocks, n, out);
+}
+
+void kiln_unpack_q5_0(const void *blocks, int n, kiln_qblock *out) {
+    unpack(KILN_Q5_0, blocks, n, out);
+}
+
+void kiln_unpack_iq4_nl(const void *blocks, int n, kiln_qblock *out) {
+    unpack(KILN_IQ4_NL, blocks, n, out);
 }

@@ -27,23 +27,22 @@
     {T, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_##t), sizeof(kiln_block_q8_k), kiln_vec_dot_##t, \
      kiln_unpack_##t, comb_}
 
-static const kiln_qtype QTYPES[] = {
-    LEGACY(KILN_Q8_0, q8_0, KILN_COMB_Q8_0),
-    LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
-    LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
-    LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
-    KQUANT(KILN_Q2_K, q2_k, KILN_COMB_Q2_K),
-    KQUANT(KILN_Q3_K, q3_k, KILN_COMB_LANES),
-    KQUANT(KILN_Q4_K, q4_k, KILN_COMB_LANES_MIN),
-    KQUANT(KILN_Q5_K, q5_k, KILN_COMB_LANES_MIN),
-    KQUANT(KILN_Q6_K, q6_k, KILN_COMB_LANES),
-    KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2),
+/* Indexed by ggml type id; block == 0: no GGML-mode kernel. */
+static const kiln_qtype QTYPES[KILN_TYPE_COUNT] = {
+    [KILN_Q8_0] = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_Q8_0),
+    [KILN_Q4_0] = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
+    [KILN_Q5_0] = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
+    [KILN_IQ4_NL] = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
+    [KILN_Q2_K] = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_Q2_K),
+    [KILN_Q3_K] = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_LANES),
+    [KILN_Q4_K] = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_LANES_MIN),
+    [KILN_Q5_K] = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_LANES_MIN),
+    [KILN_Q6_K] = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_LANES),
+    [KILN_IQ2_XXS] = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2),
 };
 
 const kiln_qtype *kiln_qtype_get(uint32_t type) {
-    for (size_t i = 0; i < sizeof QTYPES / sizeof QTYPES[0]; i++)
-        if (QTYPES[i].type == type) return &QTYPES[i];
-    return NULL;
+    return type < KILN_TYPE_COUNT && QTYPES[type].block ? &QTYPES[type] : NULL;
 }
 
 int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in) {
@@ -75,16 +74,17 @@ void kiln_pact_pack(const kiln_qtype *qt, const void *act, int64_t n, uint8_t *u
 
 /* ---- scalar packing (any CPU) ----------------------------------------- */
 
-static void pack32_scalar(const kiln_qblock *q, kiln_pblk32 *P) {
+/* Block j (of up to 8) of each row's unpacked levels. */
+static void pack32_scalar(const kiln_qblock *q, int j, kiln_pblk32 *P) {
     for (int r = 0; r < KILN_PANEL; r++) {
         int32_t sum = 0;
         for (int g = 0; g < 8; g++)
             for (int i = 0; i < 4; i++) {
-                P->w[g][r][i] = q[r].q[4 * g + i];
-                sum += q[r].q[4 * g + i];
+                P->w[g][r][i] = q[r].q[32 * j + 4 * g + i];
+                sum += q[r].q[32 * j + 4 * g + i];
             }
         P->bias[r] = -128 * sum;
-        P->d[r] = q[r].d;
+        P->d[r] = q[r].d[j];
     }
 }
 
@@ -106,7 +106,7 @@ static void pack256_scalar(const kiln_qblock *q, kiln_pblk256 *P) {
             P->mn[c][r][0] = q[r].mn[2 * c];
             P->mn[c][r][1] = q[r].mn[2 * c + 1];
         }
-        P->d[r] = q[r].d;
+        P->d[r] = q[r].d[0];
         P->dmin[r] = q[r].dmin;
     }
 }
@@ -156,8 +156,8 @@ AVX512 static void transpose16x8(const uint8_t *src, size_t stride, bool classes
     }
 }
 
-AVX512 static void pack32_avx512(const kiln_qblock *q, kiln_pblk32 *P) {
-    transpose16x8((const uint8_t *)q[0].q, sizeof *q, false, P->w);
+AVX512 static void pack32_avx512(const kiln_qblock *q, int j, kiln_pblk32 *P) {
+    transpose16x8((const uint8_t *)q[0].q + 32 * j, sizeof *q, false, P->w);
     /* bias = -128 * sum of levels: vpmaddubsw by 128 cannot saturate for
      * 8-bit levels (2 * 128 * 127 < 32768) */
     const __m512i k128 = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
@@ -165,7 +165,7 @@ AVX512 static void pack32_avx512(const kiln_qblock *q, kiln_pblk32 *P) {
     for (int g = 0; g < 8; g++)
         acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(k128, _mm512_load_si512(P->w[g])), ones));
     _mm512_store_si512(P->bias, _mm512_sub_epi32(_mm512_setzero_si512(), acc));
-    for (int r = 0; r < KILN_PANEL; r++) P->d[r] = q[r].d;
+    for (int r = 0; r < KILN_PANEL; r++) P->d[r] = q[r].d[j];
 }
 
 AVX512 static void pack256_avx512(const kiln_qblock *q, kiln_pblk256 *P) {
@@ -182,7 +182,7 @@ AVX512 static void pack256_avx512(const kiln_qblock *q, kiln_pblk256 *P) {
         _mm512_store_si512(P->bias[l], _mm512_sub_epi32(_mm512_setzero_si512(), acc));
     }
     for (int r = 0; r < KILN_PANEL; r++) {
-        P->d[r] = q[r].d;
+        P->d[r] = q[r].d[0];
         P->dmin[r] = q[r].dmin;
     }
 }
@@ -191,6 +191,7 @@ AVX512 static void pack256_avx512(const kiln_qblock *q, kiln_pblk256 *P) {
 void kiln_panel_pack(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_rows,
                      int64_t r0, void *panel) {
     const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
+    const int per = qt->block == KILN_QK ? 8 : 1; /* blocks per unpack */
     const uint8_t *rows[KILN_PANEL];
     kiln_qblock q[KILN_PANEL];
     for (int r = 0; r < KILN_PANEL; r++) {
@@ -199,31 +200,38 @@ void kiln_panel_pack(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t 
     }
 #ifdef __x86_64__
     const bool simd = kiln_simd() >= KILN_SIMD_AVX512;
-#else
-    const bool simd = false;
 #endif
-    for (int64_t b = 0; b < nb; b++) {
-        for (int r = 0; r < KILN_PANEL; r++)
-            if (rows[r]) qt->unpack(rows[r] + b * qt->block_bytes, &q[r]);
-        if (qt->block == KILN_QK) {
-            kiln_pblk32 *P = (kiln_pblk32 *)panel + b;
+    for (int64_t b = 0; b < nb; b += per) {
+        const int n = nb - b < per ? (int)(nb - b) : per;
+        /* 16 rows are 16 streams, more than the hardware prefetchers
+         * follow: fetch the next step's blocks now */
+        const int64_t ahead = (b + 2 * per) * qt->block_bytes, len = (int64_t)per * qt->block_bytes;
+        for (int r = 0; r < KILN_PANEL; r++) {
+            if (!rows[r]) continue;
+            if (b + 2 * per < nb)
+                for (int64_t o = 0; o < len; o += 64) __builtin_prefetch(rows[r] + ahead + o);
+            qt->unpack(rows[r] + b * qt->block_bytes, n, &q[r]);
+        }
+        for (int j = 0; j < n; j++) {
+            if (qt->block == KILN_QK) {
+                kiln_pblk32 *P = (kiln_pblk32 *)panel + b + j;
 #ifdef __x86_64__
-            if (simd) {
-                pack32_avx512(q, P);
-                continue;
-            }
+                if (simd) {
+                    pack32_avx512(q, j, P);
+                    continue;
+                }
 #endif
-            pack32_scalar(q, P);
-        } else {
-            kiln_pblk256 *P = (kiln_pblk256 *)panel + b;
+                pack32_scalar(q, j, P);
+            } else {
+                kiln_pblk256 *P = (kiln_pblk256 *)panel + b;
 #ifdef __x86_64__
-            if (simd) {
-                pack256_avx512(q, P);
-                continue;
-            }
+                if (simd) {
+                    pack256_avx512(q, P);
+                    continue;
+                }
 #endif
-            pack256_scalar(q, P);
+                pack256_scalar(q, P);
+            }
         }
     }
-    (void)simd;
 }

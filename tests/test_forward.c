@@ -8,10 +8,12 @@
  *   - default mode vs llama.cpp: mean KLD <= 1e-5 and top-1 agreement
  *     >= 99.5% on every GGUF; max |diff| <= 2e-2 on the F32 ones;
  *   - KILN_NUM_EXACT vs f64ref: max |diff| <= 2e-3.
- * Also: batched prefill equals token-by-token decode through the KV cache,
- * a fully masked softmax row gives zeros, the imatrix hook sees every
- * product with exactly the routed tokens, and broken files and calls fail
- * with messages that name the culprit. */
+ * Also: qwen3, qwen2moe, qwen3moe, gpt2 (and testmodel's mistral and
+ * mixtral) against a float64 reference written here; batched prefill
+ * against token-by-token decode through the KV cache (1e-4); the same bits
+ * at every SIMD level; a fully masked softmax row gives zeros; the imatrix
+ * hook sees every product with exactly the routed tokens; broken files
+ * and calls fail with messages that name the culprit. */
 #include "shared.h"
 
 #include "../convert/convert.h"

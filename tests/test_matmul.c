@@ -281,6 +281,29 @@ static void test_act_q8_0_rounding(void **state) {
     assert_memory_equal(a, b, sizeof a);
 }
 
+/* The AVX2 unpackers give the portable code's integers for arbitrary
+ * bytes (any scale field, any sign pattern), 8 blocks at a time for the
+ * 32-weight formats. */
+static void test_unpack_simd(void **state) {
+    for (size_t i = 3; i < N_TYPES; i++) {
+        const kiln_qtype *qt = kiln_qtype_get(TYPES[i]);
+        const int n = qt->block == 32 ? 8 : 1;
+        uint8_t raw[8 * sizeof(kiln_block_q6_k)];
+        for (int rep = 0; rep < 200; rep++) {
+            for (size_t j = 0; j < sizeof raw; j++) raw[j] = (uint8_t)next();
+            kiln_qblock a, b;
+            memset(&a, 0, sizeof a);
+            memset(&b, 0, sizeof b);
+            kiln_simd_set(KILN_SIMD_SCALAR);
+            qt->unpack(raw, n, &a);
+            kiln_simd_set(KILN_SIMD_AVX2);
+            qt->unpack(raw, n, &b);
+            if (memcmp(&a, &b, sizeof a)) fail_msg("%s: AVX2 unpack differs", kiln_type_name(TYPES[i]));
+        }
+    }
+    kiln_simd_set(KILN_SIMD_AVX512);
+}
+
 static void test_unsupported(void **state) {
     float x[256] = {0}, y[4];
     uint8_t w[1024] = {0};
@@ -292,6 +315,7 @@ static void test_unsupported(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_act_q8_0_rounding),
+        cmocka_unit_test(test_unpack_simd),
         cmocka_unit_test(test_ggml_mode_integer_path),
         cmocka_unit_test(test_exact_mode),
         cmocka_unit_test(test_simd_and_batching_bit_exact),

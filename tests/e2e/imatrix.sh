@@ -73,6 +73,22 @@ import json; open('$T/other.jsonl','w').write(json.dumps({'body': open('$CAL').r
     expect_fail "a text shorter than one chunk" "short.txt: the calibration text is [0-9]+ tokens long, shorter than one chunk of 128" run -f "$T/short.txt" -o "$T/y.gguf"
     check "no output after a refusal" test ! -e "$T/y.gguf"
 
+    # output.weight only with --process-output, as llama-imatrix.
+    LM=$G/gguf/llama-f32.gguf
+    "$KILN" imatrix "$LM" -f "$CAL" -c 128 --chunks 2 --no-ppl -q -o "$T/po.gguf" --process-output
+    "$KILN" imatrix "$LM" -f "$CAL" -c 128 --chunks 2 --no-ppl -q -o "$T/npo.gguf"
+    check "--process-output adds output.weight" sh -c "'$KILN' inspect '$T/po.gguf' | grep -q '^  output.weight.in_sum2 ' && ! '$KILN' inspect '$T/npo.gguf' | grep -q '^  output.weight'"
+
+    # A non-finite activation stops the run, naming the tensor and the chunk:
+    # the llama fixture with one weight of blk.1.ffn_up set to 1e38.
+    cp "$LM" "$T/bad.gguf"
+    off=$("$KILN" inspect --json "$T/bad.gguf" | python3 -c 'import json,sys; print([t["offset"] for t in json.load(sys.stdin)["tensors"] if t["name"]=="blk.1.ffn_up.weight"][0])')
+    python3 -c "
+import struct; f=open('$T/bad.gguf','r+b'); f.seek($off); f.write(struct.pack('<f', 1e38)*256)"
+    expect_fail "a non-finite activation stops the run" "chunk 1: tensor blk.1.ffn_down.weight: activation (inf|-inf|nan) at token" \
+        "$KILN" imatrix "$T/bad.gguf" -f "$CAL" -c 128 --chunks 4 -q -o "$T/bad.imatrix"
+    check "no output after a non-finite activation" test ! -e "$T/bad.imatrix"
+
     # A run killed after a checkpoint, resumed, gives the file one run gives.
     MX=$G/gguf/mixtral-f32.gguf
     "$KILN" imatrix "$MX" -f "$CAL" -c 128 --chunks 32 -t 1 -q -o "$T/one.gguf"
@@ -93,6 +109,8 @@ import json; open('$T/other.jsonl','w').write(json.dumps({'body': open('$CAL').r
     cp "$T/one.gguf" "$T/fake.gguf.ckpt"
     expect_fail "resume refuses a file that is not a checkpoint" "not a kiln imatrix checkpoint" \
         "$KILN" imatrix "$M" -f "$CAL" -c 128 --chunks 4 -q -o "$T/fake.gguf" --resume
+    expect_fail "a new run does not write over a checkpoint" "fake.gguf.ckpt: a checkpoint of an earlier run exists" \
+        "$KILN" imatrix "$M" -f "$CAL" -c 128 --chunks 4 -q -o "$T/fake.gguf" --save-frequency 2
 
     # Merging and converting.
     "$KILN" imatrix --in-file "$G/imatrix/mixtral.imatrix.gguf" --in-file "$G/imatrix/mixtral.imatrix.gguf" -o "$T/m2.gguf" -q
