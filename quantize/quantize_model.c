@@ -82,6 +82,39 @@ static int64_t chunk_rows(int64_t nrows, int64_t ne0) {
     return per < 1 ? 1 : per > cap ? cap : per;
 }
 
+/* One tensor's work, cut into chunks of rows over all its matrices. */
+typedef struct job {
+    uint32_t type;
+    const kiln_codec *codec;
+    const float *src, *w; /* w: ne[2] slices of ne0 weights, or NULL */
+    uint8_t *dst;
+    int64_t ne0, nrows, n_w, per, per_mat, nchunks;
+    uint64_t row_bytes;
+    failure f;
+} job;
+
+/* Quantizes chunk ci, then reads it back while it is still in cache.
+ * `row` is ne0 floats of scratch (NULL for f32, which needs no check). */
+static void quantize_chunk(job *j, int64_t ci, float *row) {
+    int64_t m = ci / j->per_mat, r0 = (ci % j->per_mat) * j->per, rr, cc;
+    int64_t nr = j->nrows - r0 < j->per ? j->nrows - r0 : j->per, g = m * j->nrows + r0;
+    const float *x = j->src + g * j->ne0;
+    uint8_t *y = j->dst + (uint64_t)g * j->row_bytes;
+    kiln_err inner = {{0}};
+    if (!kiln_quantize_rows(j->type, x, y, nr, j->ne0, j->w ? j->w + (m % j->n_w) * j->ne0 : NULL, &inner)) {
+        if (first_non_finite(x, nr, j->ne0, &rr, &cc))
+            fail_at(&j->f, g + rr, "row %lld column %lld is %s; refusing to quantize", (long long)(r0 + rr),
+                    (long long)cc, isnan(x[rr * j->ne0 + cc]) ? "NaN" : "infinite");
+        else
+            fail_at(&j->f, g, "%s", inner.msg);
+        return;
+    }
+    int64_t bad = row ? bad_output_row(j->codec, y, j->row_bytes, nr, j->ne0, row) : -1;
+    if (bad >= 0)
+        fail_at(&j->f, g + bad, "row %lld reads back as NaN/Inf as %s; refusing to write it", (long long)(r0 + bad),
+                kiln_type_name(j->type));
+}
+
 int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
                              const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
     int64_t ne0 = ne[0], nrows = ne[1], n_mat = ne[2] * ne[3], zero = 0;
@@ -89,54 +122,49 @@ int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const i
     if (ne0 <= 0 || nrows <= 0 || n_mat <= 0) return 0;
     const kiln_codec *c = kiln_codec_get(type);
     if (!c || !c->quantize) return kiln_fail(err, NULL, NULL, -1, "kiln cannot quantize to %s", kiln_type_name(type));
-    float *w = NULL;
-    if (imatrix) {
-        if (!(w = malloc((size_t)(ne0 * ne[2]) * sizeof(float))))
-            return kiln_fail(err, NULL, NULL, -1, "out of memory");
-        if (kiln_imatrix_weights(imatrix, ne0, ne[2], w, &zero, err) < 0) {
-            free(w);
-            return -1;
-        }
-    }
-    uint64_t row_bytes = kiln_type_row_bytes(type, (uint64_t)ne0);
-    int64_t per = chunk_rows(nrows, ne0), per_mat = (nrows + per - 1) / per, nchunks = per_mat * n_mat;
-    failure f = {.row = INT64_MAX};
-    /* One parallel region over every expert's chunks; kiln_quantize_rows
-     * runs single-threaded inside it (OpenMP does not nest by default), so
-     * the output is read back for the check while it is still in cache. */
-    #pragma omp parallel if (nchunks > 1)
-    {
-        float *row = type == KILN_F32 ? NULL : malloc((size_t)ne0 * sizeof(float));
-        if (type != KILN_F32 && !row) fail_at(&f, -1, "out of memory");
-        #pragma omp for schedule(dynamic, 1)
-        for (int64_t ci = 0; ci < nchunks; ci++) {
-            int64_t m = ci / per_mat, r0 = (ci % per_mat) * per, nr = nrows - r0 < per ? nrows - r0 : per, rr, cc;
-            const float *x = src + (m * nrows + r0) * ne0;
-            uint8_t *y = (uint8_t *)dst + (uint64_t)(m * nrows + r0) * row_bytes;
-            kiln_err inner = {{0}};
-            if (!kiln_quantize_rows(type, x, y, nr, ne0, w ? w + (m % ne[2]) * ne0 : NULL, &inner)) {
-                if (first_non_finite(x, nr, ne0, &rr, &cc))
-                    fail_at(&f, m * nrows + r0 + rr, "row %lld column %lld is %s; refusing to quantize",
-                            (long long)(r0 + rr), (long long)cc, isnan(x[rr * ne0 + cc]) ? "NaN" : "infinite");
-                else
-                    fail_at(&f, m * nrows + r0, "%s", inner.msg);
-                continue;
-            }
-            int64_t bad = row ? bad_output_row(c, y, row_bytes, nr, ne0, row) : -1;
-            if (bad >= 0)
-                fail_at(&f, m * nrows + r0 + bad, "row %lld reads back as NaN/Inf as %s; refusing to write it",
-                        (long long)(r0 + bad), kiln_type_name(type));
-        }
+    float *w = NULL, *row = type == KILN_F32 ? NULL : malloc((size_t)ne0 * sizeof(float));
+    if (type != KILN_F32 && !row) return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    if (imatrix && (!(w = malloc((size_t)(ne0 * ne[2]) * sizeof(float))) ||
+                    kiln_imatrix_weights(imatrix, ne0, ne[2], w, &zero, err) < 0)) {
+        if (!w) kiln_fail(err, NULL, NULL, -1, "out of memory");
+        free(w);
         free(row);
+        return -1;
+    }
+    int64_t per = chunk_rows(nrows, ne0);
+    job j = {type, c, src, w, dst, ne0, nrows, ne[2], per, (nrows + per - 1) / per, 0,
+             kiln_type_row_bytes(type, (uint64_t)ne0), {.row = INT64_MAX}};
+    j.nchunks = j.per_mat * n_mat;
+    /* The first chunk runs alone and is timed: waking threads costs more
+     * than a small tensor's whole work (and much more on a busy machine,
+     * where a descheduled thread stalls every join), so the rest runs in
+     * parallel only when it would take over a millisecond. */
+    double t0 = kiln_now();
+    quantize_chunk(&j, 0, row);
+    if ((kiln_now() - t0) * (double)(j.nchunks - 1) <= 1e-3) {
+        for (int64_t ci = 1; ci < j.nchunks; ci++) quantize_chunk(&j, ci, row);
+    } else {
+        /* kiln_quantize_rows runs single-threaded inside this region
+         * (OpenMP does not nest by default): chunks are the unit of work. */
+        #pragma omp parallel
+        {
+            float *mine = row ? malloc((size_t)ne0 * sizeof(float)) : NULL;
+            if (row && !mine) fail_at(&j.f, -1, "out of memory");
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t ci = 1; ci < j.nchunks; ci++)
+                if (!row || mine) quantize_chunk(&j, ci, mine);
+            free(mine);
+        }
     }
     free(w);
-    if (f.row != INT64_MAX) {
-        if (n_mat > 1 && f.row >= 0)
-            return kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)(f.row / nrows), f.msg.msg);
-        return kiln_fail(err, NULL, NULL, -1, "%s", f.msg.msg);
+    free(row);
+    if (j.f.row != INT64_MAX) {
+        if (n_mat > 1 && j.f.row >= 0)
+            return kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)(j.f.row / nrows), j.f.msg.msg);
+        return kiln_fail(err, NULL, NULL, -1, "%s", j.f.msg.msg);
     }
     if (zero_experts) *zero_experts = zero;
-    return (int64_t)(row_bytes * (uint64_t)(nrows * n_mat));
+    return (int64_t)(j.row_bytes * (uint64_t)(nrows * n_mat));
 }
 
 /* ---- the report --------------------------------------------------------- */

@@ -7,14 +7,19 @@
  *     CPU backend makes them, then ggml's block dot products - the
  *     reference code at the scalar level, the panel kernels otherwise
  *     (identical bits);
- *   KILN_NUM_GGML, F32 / F16 / BF16: activations rounded to the weight's
+ *   KILN_NUM_GGML, F16 / BF16: activations rounded to the weight's
  *     precision (products are then exact), f32 accumulation in a fixed
  *     order (vecdot_float.c);
+ *   KILN_NUM_GGML, F32: the orders of llama.cpp's x86 AVX-512 build,
+ *     tinyBLAS for several tokens, ggml_vec_dot_f32 for one
+ *     (kiln_fgemm_ggml_f32);
  *   KILN_NUM_EXACT: every type dequantized to f32, f32 activations, the
  *     same fixed-order accumulation.
  *
  * Every output depends only on its row and its token: not on the SIMD
- * level, the thread count or how many tokens share the call. */
+ * level, the thread count or how many tokens share the call - except F32
+ * weights in KILN_NUM_GGML mode, where (as in ggml) one token and several
+ * tokens take different orders when n_in % 16 == 0. */
 #include "matmul.h"
 
 #include "vecdot.h"
@@ -50,6 +55,10 @@ static int float_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_o
     const kiln_codec *c = kiln_codec_get(wtype);
     const kiln_type_info *ti = kiln_type_get(wtype);
     if (!c || !c->dequantize_row || !ti) return -1;
+    if (mode == KILN_NUM_GGML && wtype == KILN_F32) {
+        kiln_fgemm_ggml_f32(w, n_in, n_out, x, n_tokens, y);
+        return 0;
+    }
     wsrc s = {w, (int64_t)kiln_type_row_bytes(wtype, (uint64_t)n_in), ti->block_size, ti->type_size,
               c->dequantize_row};
 

@@ -16,9 +16,10 @@
  *   vecdot_qgemm.c   a "panel" so that one SIMD lane is one row, integer dot
  *                    products with VNNI / AVX2, then ggml's float
  *                    combination lane by lane - bit for bit the reference;
- *   vecdot_float.c   f32 products (F32/F16/BF16 weights, and every type in
+ *   vecdot_float.c   f32 products (F16/BF16 weights, and every type in
  *                    KILN_NUM_EXACT mode): y = fmaf chain over k in order,
- *                    the same at every SIMD level;
+ *                    the same at every SIMD level; F32 weights in
+ *                    KILN_NUM_GGML mode: ggml's x86 orders instead;
  *   vecdot_fdecode.c the same chains for one token, F32/F16/BF16 weights
  *                    read in place (vecdot_simd.h: shared AVX-512 helpers).
  *
@@ -101,10 +102,18 @@ void kiln_unpack_q5_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out);
 
-/* How a type's integer block sums become floats; each is ggml's scalar
- * expression for that type (see the kernels for the exact operations). */
+/* ggml's hsum_float_8 (x86): ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
+static inline float kiln_hsum8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* How a type's integer block sums become floats; each is ggml's
+ * expression for that type (see the kernels for the exact operations):
+ * the generic scalar one, except for Q8_0, which has ggml's x86 order. */
 typedef enum kiln_combine {
-    KILN_COMB_Q8_0,     /* sumf += sumi * (dx * dy)          Q8_0 Q5_0 IQ4_NL */
+    KILN_COMB_LANES8,   /* Q8_0: 8 lanes of 4-weight sums, acc[l] = fmaf(dx * dy,
+                           sumi[l], acc[l]), then kiln_hsum8 */
+    KILN_COMB_Q8_0,     /* sumf += sumi * (dx * dy)          Q5_0 IQ4_NL */
     KILN_COMB_Q4_0,     /* sumf += (sumi * dx) * dy          Q4_0 */
     KILN_COMB_Q2_K,     /* sumf += dall * isum - dmin * summs */
     KILN_COMB_LANES,    /* 8 class sums, sums[l] += d * aux32[l]   Q3_K Q6_K */
@@ -207,6 +216,24 @@ typedef void (*kiln_rows_f32_fn)(const void *ctx, int64_t r0, int64_t nr, int64_
  * with W delivered by `rows` (OpenMP inside). x is n_tokens x n_in. */
 void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
                 const float *x, int64_t n_tokens, float *y);
+
+/* F32 weights in KILN_NUM_GGML mode take the orders of llama.cpp's x86
+ * AVX-512 build instead of the chain (vecdot_float.c):
+ *   kiln_fdot_ggml_tiny - llamafile's tinyBLAS, which ggml uses for two
+ *     tokens or more when n % 16 == 0: 16 lanes, acc[l] = fmaf(w[k], x[k],
+ *     acc[l]) for k = l mod 16, then _mm512_reduce_add_ps's tree (lanes
+ *     l + l+8, then l + l+4, then (0+2) + (1+3));
+ *   kiln_fdot_ggml_vec - ggml_vec_dot_f32 (AVX-512) otherwise: four 16-lane
+ *     accumulators over 64 values a step, combined (a0+a2) + (a1+a3), the
+ *     same tree, then the n % 64 leftovers as s = fmaf(w, x, s) (gcc
+ *     contracts ggml's s += w * x).
+ * kiln_fgemm_ggml_f32 picks between them as ggml does, so in this mode an
+ * F32 output depends on whether it is one token or several. w is row-major
+ * n_out x n_in; OpenMP inside; every SIMD level gives the same bits. */
+float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n);
+float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n);
+void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
+                         int64_t n_tokens, float *y);
 
 /* One token against F32 / F16 / BF16 weights read in place
  * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.

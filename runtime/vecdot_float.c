@@ -284,3 +284,119 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
     }
     free(X);
 }
+
+/* ---- F32 weights in KILN_NUM_GGML mode: ggml's own orders -------------- */
+
+/* The tree of gcc's _mm512_reduce_add_ps: 256-bit halves (l + l+8), then
+ * 128-bit halves, then lanes 0+2 and 1+3, then those two. */
+static float reduce16(const float v[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n) {
+    float acc[4][16] = {{0}}, v[16];
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    float s = reduce16(v);
+    for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
+    return s;
+}
+
+float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n) {
+    float acc[16] = {0};
+    for (int64_t k = 0; k < n; k += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], x[k + l], acc[l]);
+    return reduce16(acc);
+}
+
+#ifdef __x86_64__
+AVX512 static inline float reduce16_avx512(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+/* tinyBLAS tiles: rows [r0, r0 + RN) x tokens [t0, t0 + TN), one zmm
+ * chain per output. RN, TN <= 4; constants in the hot instance. */
+AVX512 INLINE void tiny_tile(const float *w, const float *x, int64_t n, int64_t n_out, int64_t r0,
+                             int RN, int64_t t0, int TN, float *y) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < RN; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < TN; j++) acc[i][j] = _mm512_setzero_ps();
+    __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t k = 0; k < n; k += 16) {
+#pragma GCC unroll 4
+        for (int i = 0; i < RN; i++) wv[i] = _mm512_loadu_ps(w + (r0 + i) * n + k);
+#pragma GCC unroll 4
+        for (int j = 0; j < TN; j++) {
+            const __m512 xv = _mm512_loadu_ps(x + (t0 + j) * n + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < RN; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < RN; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < TN; j++) y[(t0 + j) * n_out + r0 + i] = reduce16_avx512(acc[i][j]);
+}
+
+AVX512 static void tiny_avx512(const float *w, const float *x, int64_t n, int64_t n_out,
+                               int64_t n_tokens, float *y) {
+    const int64_t nrb = (n_out + 3) / 4, ntb = (n_tokens + 3) / 4;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nrb * ntb; b++) {
+        const int64_t r0 = b % nrb * 4, t0 = b / nrb * 4;
+        const int RN = n_out - r0 < 4 ? (int)(n_out - r0) : 4, TN = n_tokens - t0 < 4 ? (int)(n_tokens - t0) : 4;
+        if (RN == 4 && TN == 4) tiny_tile(w, x, n, n_out, r0, 4, t0, 4, y);
+        else tiny_tile(w, x, n, n_out, r0, RN, t0, TN, y);
+    }
+}
+
+/* ggml_vec_dot_f32 for AVX-512: four zmm chains over 64 values a step. */
+AVX512 static float vec_avx512(const float *w, const float *x, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+    }
+    float s = reduce16_avx512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
+    return s;
+}
+
+AVX512 static void vec_rows_avx512(const float *w, const float *x, int64_t n, int64_t n_out,
+                                   int64_t n_tokens, float *y) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = vec_avx512(w + r * n, x + t * n, n);
+}
+#endif
+
+void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
+                         int64_t n_tokens, float *y) {
+    const bool tiny = n_tokens >= 2 && n_in % 16 == 0;
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX512) {
+        if (tiny) tiny_avx512(w, x, n_in, n_out, n_tokens, y);
+        else vec_rows_avx512(w, x, n_in, n_out, n_tokens, y);
+        return;
+    }
+#endif
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t t = 0; t < n_tokens; t++)
+            y[t * n_out + r] = tiny ? kiln_fdot_ggml_tiny(w + r * n_in, x + t * n_in, n_in)
+                                    : kiln_fdot_ggml_vec(w + r * n_in, x + t * n_in, n_in);
+}

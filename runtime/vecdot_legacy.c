@@ -4,7 +4,9 @@
  *
  * Each dot product is ggml's scalar vec_dot for the type: an exact integer
  * sum per block, then one float update per block, with ggml's operand
- * order (it differs between types and decides the last bit). The panel
+ * order (it differs between types and decides the last bit). Q8_0 is the
+ * exception: it has ggml's x86 order (eight lanes, see below), the one
+ * llama.cpp's x86 builds actually compute. The panel
  * kernels (vecdot_qgemm.c) repeat these float steps lane by lane. */
 #include "vecdot.h"
 
@@ -12,6 +14,7 @@
 #include "../core/fp16.h"
 #include "../core/types.h"
 
+#include <math.h>
 #include <string.h>
 
 #ifdef __x86_64__
@@ -49,14 +52,24 @@ static inline int block_sum(const int8_t *q, const int8_t *a) {
     return s;
 }
 
+/* Q8_0 follows ggml's x86 (AVX2) vec_dot, which is also the order of
+ * llamafile's tinyBLAS for Q8_0 batches, not the generic scalar one:
+ * eight float lanes; in every block lane l takes the exact integer sum of
+ * the four products of weights 4l..4l+3 and does acc[l] = fmaf(dx * dy,
+ * (float)sum, acc[l]); at the end hsum_float_8's tree: the two 128-bit
+ * halves added (l + l+4), then lanes 0+2 and 1+3, then those two. */
 float kiln_vec_dot_q8_0(int64_t n, const void *w, const void *act) {
     const kiln_block_q8_0 *x = w, *y = act;
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / KILN_QK; i++) {
-        int sumi = block_sum(x[i].qs, y[i].qs);
-        sumf += (float)sumi * (kiln_fp16_to_fp32(x[i].d) * kiln_fp16_to_fp32(y[i].d));
+        const float d = kiln_fp16_to_fp32(x[i].d) * kiln_fp16_to_fp32(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int s = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++) s += x[i].qs[j] * y[i].qs[j];
+            acc[l] = fmaf(d, (float)s, acc[l]);
+        }
     }
-    return sumf;
+    return kiln_hsum8(acc);
 }
 
 float kiln_vec_dot_q4_0(int64_t n, const void *w, const void *act) {

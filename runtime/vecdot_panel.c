@@ -29,7 +29,7 @@
 
 /* Indexed by ggml type id; block == 0: no GGML-mode kernel. */
 static const kiln_qtype QTYPES[KILN_TYPE_COUNT] = {
-    [KILN_Q8_0] = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_Q8_0),
+    [KILN_Q8_0] = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_LANES8),
     [KILN_Q4_0] = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
     [KILN_Q5_0] = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
     [KILN_IQ4_NL] = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),

@@ -7,7 +7,8 @@
  * (AVX2) instructions, and are exact. The float steps that follow are
  * ggml's scalar ones (see vecdot_legacy.c, vecdot_k.c), done per lane in
  * the same order - so every output equals the reference dot product bit
- * for bit. Tokens are taken 4 (legacy) or 2 (k-quants) at a time so that
+ * for bit. Q8_0 keeps the eight 4-weight group sums of a block apart
+ * (ggml's x86 order, eight float accumulators per row). Tokens are taken 4 (legacy) or 2 (k-quants) at a time so that
  * each weight vector loaded serves several tokens.
  *
  * Not here: the packing (vecdot_panel.c) and the choice of rows per
@@ -84,6 +85,46 @@ VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
     }
 #pragma GCC unroll 8
     for (int k = 0; k < T; k++) _mm512_mask_storeu_ps(out[k], mask, sumf[k]);
+}
+
+/* Q8_0 (KILN_COMB_LANES8): ggml's x86 order, eight float accumulators
+ * per row, one per 4-weight group g, so the group sums stay apart. The
+ * panel's bias covers the whole block; the bias of one group is taken
+ * from the weights themselves (128 * sum of the group's levels). */
+VNNI INLINE void lanes512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                          float *const *out, __mmask16 mask) {
+    (void)comb;
+    __m512 acc[2][8];
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 8
+    for (int k = 0; k < T; k++)
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) acc[k][g] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const kiln_pblk32 *B = P + b;
+        const __m512 dx = _mm512_load_ps(B->d);
+        __m512 d[2];
+#pragma GCC unroll 8
+        for (int k = 0; k < T; k++) d[k] = _mm512_mul_ps(dx, _mm512_set1_ps(tk[k].d[b]));
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i w = _mm512_load_si512(B->w[g]);
+            const __m512i bias = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, w);
+#pragma GCC unroll 8
+            for (int k = 0; k < T; k++) {
+                const __m512i s = _mm512_sub_epi32(
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(load32(tk[k].u + 32 * b + 4 * g)), w),
+                    bias);
+                acc[k][g] = _mm512_fmadd_ps(d[k], _mm512_cvtepi32_ps(s), acc[k][g]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < T; k++) {
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[k][0], acc[k][4]), _mm512_add_ps(acc[k][2], acc[k][6])),
+                                       _mm512_add_ps(_mm512_add_ps(acc[k][1], acc[k][5]), _mm512_add_ps(acc[k][3], acc[k][7])));
+        _mm512_mask_storeu_ps(out[k], mask, s);
+    }
 }
 
 VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
@@ -231,6 +272,33 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
     }
 }
 
+/* Q8_0 in ggml's x86 order (see lanes512), with the sign trick. */
+AVX2 INLINE void lanes256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                          float *const *out, int n_rows) {
+    (void)T;
+    (void)comb;
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) acc[g] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const kiln_pblk32 *B = P + b;
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(B->d + 8 * h), _mm256_set1_ps(tk[0].d[b]));
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m256i w = _mm256_load_si256((const __m256i *)B->w[g][8 * h]);
+                const __m256i a = _mm256_xor_si256(_mm256_set1_epi32(load32(tk[0].u + 32 * b + 4 * g)), flip);
+                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+                acc[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[g]);
+            }
+        }
+        const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                       _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+        _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), s);
+    }
+}
+
 /* k-quant levels stay within +-64, so vpmaddubsw of (a + 128) and the
  * level cannot saturate and the panel's bias applies as with VNNI. */
 AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
@@ -301,6 +369,7 @@ VNNI static void qgemm_vnni(const kiln_qtype *qt, const void *panel, const kiln_
                             int64_t n, float *y, int64_t ldy, int n_rows) {
     const __mmask16 last = (__mmask16)((1u << n_rows) - 1);
     switch (qt->comb) {
+        KERNEL_CASE(KILN_COMB_LANES8, lanes512, kiln_pblk32, 2, last)
         KERNEL_CASE(KILN_COMB_Q8_0, leg512, kiln_pblk32, 4, last)
         KERNEL_CASE(KILN_COMB_Q4_0, leg512, kiln_pblk32, 4, last)
         KERNEL_CASE(KILN_COMB_Q2_K, k512, kiln_pblk256, 2, last)
@@ -313,6 +382,7 @@ VNNI static void qgemm_vnni(const kiln_qtype *qt, const void *panel, const kiln_
 AVX2 static void qgemm_avx2(const kiln_qtype *qt, const void *panel, const kiln_pact *A, int64_t t0,
                             int64_t n, float *y, int64_t ldy, int n_rows) {
     switch (qt->comb) {
+        KERNEL_CASE(KILN_COMB_LANES8, lanes256, kiln_pblk32, 1, n_rows)
         KERNEL_CASE(KILN_COMB_Q8_0, leg256, kiln_pblk32, 4, n_rows)
         KERNEL_CASE(KILN_COMB_Q4_0, leg256, kiln_pblk32, 4, n_rows)
         KERNEL_CASE(KILN_COMB_Q2_K, k256, kiln_pblk256, 1, n_rows)
