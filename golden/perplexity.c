@@ -51,7 +51,7 @@ static int run_init(run *R, const kiln_model *m, const kiln_ppl_params *p, int64
     R->n_batch = p->n_batch > 0 && p->n_batch < n_ctx ? p->n_batch : n_ctx;
     R->first = n_ctx / 2;
     R->n_score = n_ctx - 1 - R->first;
-    kiln_ctx_params cp = {.n_ctx = n_ctx, .mode = p->mode};
+    kiln_ctx_params cp = {.n_ctx = n_ctx, .mode = p->mode, .attention = KILN_ATTN_LLAMACPP}; /* llama-perplexity defaults: F16 KV, flash attention */
     R->ctx = kiln_ctx_new(m, &cp, err);
     if (!R->ctx) return -1;
     R->logits = malloc((size_t)n_ctx * R->n_vocab * sizeof *R->logits);

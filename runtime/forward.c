@@ -64,6 +64,10 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
         kiln_fail(err, NULL, "mode", -1, "unknown numeric mode %d", (int)c->p.mode);
         goto fail;
     }
+    if (c->p.attention != KILN_ATTN_F32 && c->p.attention != KILN_ATTN_LLAMACPP) {
+        kiln_fail(err, NULL, "attention", -1, "unknown attention kind %d", (int)c->p.attention);
+        goto fail;
+    }
     c->n_ctx = c->p.n_ctx > 0 ? c->p.n_ctx : hp->n_ctx_train;
     c->n_batch = c->n_ctx < KILN_MAX_BATCH ? c->n_ctx : KILN_MAX_BATCH;
     c->n_threads = omp_get_max_threads();

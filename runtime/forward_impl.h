@@ -65,7 +65,9 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
  * of n tokens over n_past + n cached cells (softmax rows that long, the V
  * product by tinyBLAS or by ggml_vec_dot_f32), so a token's numbers depend
  * slightly on how it was batched, as they do in llama.cpp;
- * KILN_NUM_EXACT's do not. */
+ * KILN_NUM_EXACT's do not. With KILN_ATTN_LLAMACPP (whatever the mode)
+ * it is ggml's flash attention over an F16 cache instead, which does not
+ * depend on batching either. */
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
 
 /* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU

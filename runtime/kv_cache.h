@@ -1,6 +1,9 @@
 /* runtime/kv_cache.h - the attention keys and values of every position a
  * context has read, in f32 (as the golden logits were made: type_k =
- * type_v = F32).
+ * type_v = F32). For KILN_ATTN_LLAMACPP (llama.cpp's F16 cache) the rows
+ * are rounded to f16 as they are written (kiln_f16_round) and kept as the
+ * floats those halves stand for: the same values llama.cpp's F16 cache
+ * holds, though not its halved memory.
  *
  * One block per layer, each n_ctx rows of n_head_kv * head_dim floats:
  * keys and values both position-major, so one position's heads are
@@ -25,6 +28,11 @@ int kiln_kv_init(kiln_kv_cache *c, int64_t n_layer, int64_t n_ctx, int64_t row, 
 
 /* Frees the buffers; the struct may be initialised again. */
 void kiln_kv_free(kiln_kv_cache *c);
+
+/* y[i] = x[i] rounded to the nearest f16 (ties to even, as F16C and
+ * ggml's fp32 -> fp16 do), as a float; y may be x. Every SIMD level gives
+ * the same bits. */
+void kiln_f16_round(const float *x, float *y, int64_t n);
 
 /* Row of position pos in layer il. */
 static inline float *kiln_kv_k(const kiln_kv_cache *c, int64_t il, int64_t pos) {

@@ -7,8 +7,21 @@
  *   kiln_ctx_clear(c);                        // empty the KV cache
  *
  * kiln_eval appends the tokens at positions [n_past, n_past + n) and can be
- * called repeatedly (prefill, then one token at a time). The KV cache is
- * f32, as in the golden logits (type_k = type_v = F32). */
+ * called repeatedly (prefill, then one token at a time).
+ *
+ * kiln_ctx_params.attention chooses which llama.cpp context the attention
+ * reproduces:
+ *   KILN_ATTN_F32 (0, the default): f32 KV cache and a plain softmax, as
+ *     llama.cpp computes with type_k = type_v = F32 and flash attention
+ *     disabled -- the settings of the golden logits (`kiln golden`,
+ *     test_forward).
+ *   KILN_ATTN_LLAMACPP: llama.cpp's default context on CPU (type_k =
+ *     type_v = F16, flash attention enabled), which llama-imatrix and
+ *     llama-perplexity use unless told otherwise: keys, values and queries
+ *     rounded to f16, Q.K summed as ggml_vec_dot_f16 sums it, an online
+ *     softmax (running max and sum) and the weighted values accumulated in
+ *     f16, as ggml's CPU flash-attention kernel does. It does not depend on
+ *     the numeric mode or on how tokens are batched. */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
@@ -25,12 +38,18 @@
 typedef void (*kiln_matmul_hook)(void *user, const char *tensor_name, int expert, const float *x,
                                  int64_t n_tokens, int64_t n_in);
 
+typedef enum kiln_attention {
+    KILN_ATTN_F32 = 0,  /* f32 KV cache, no flash attention (golden logits) */
+    KILN_ATTN_LLAMACPP, /* F16 KV cache + flash attention (llama.cpp's defaults) */
+} kiln_attention;
+
 typedef struct kiln_ctx_params {
     int64_t n_ctx;             /* KV cache length; 0: the model's n_ctx_train */
     kiln_numeric_mode mode;    /* KILN_NUM_GGML (default) or KILN_NUM_EXACT */
     kiln_matmul_hook hook;
     void *hook_user;
     bool hook_output;          /* also call the hook for output.weight */
+    kiln_attention attention;  /* KILN_ATTN_F32 (default) or KILN_ATTN_LLAMACPP */
 } kiln_ctx_params;
 
 typedef struct kiln_ctx kiln_ctx;

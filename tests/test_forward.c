@@ -13,7 +13,9 @@
  * against token-by-token decode through the KV cache (1e-4); the same bits
  * at every SIMD level; a fully masked softmax row gives zeros; the imatrix
  * hook sees every product with exactly the routed tokens; broken files
- * and calls fail with messages that name the culprit. */
+ * and calls fail with messages that name the culprit; KILN_ATTN_LLAMACPP
+ * (F16 cache + flash attention) within mean KLD 1e-4 of the f32 attention
+ * and the same bits at every SIMD level. */
 #include "shared.h"
 
 #include "../convert/convert.h"
@@ -644,12 +646,87 @@ static void test_errors(void **state) {
     kiln_model_free(m);
 }
 
+/* ---- KILN_ATTN_LLAMACPP ----------------------------------------------- */
+
+/* All logits of a model's golden prompts (one batch each, fresh cache)
+ * with the given attention, at the current SIMD level. */
+static float *eval_prompts_attn(const char *stem, kiln_attention attention, int64_t *count, int64_t *nv_out,
+                                int64_t *head_dim) {
+    char gguf[256], ref[256];
+    snprintf(gguf, sizeof gguf, "golden/gguf/%s.gguf", stem);
+    snprintf(ref, sizeof ref, "golden/logits/%s.logits", stem);
+    kiln_err err = {{0}};
+    kiln_model *m = kiln_model_load(kiln_shared_path(gguf), &err);
+    if (!m) fail_msg("%s", err.msg);
+    kiln_logit_set set = {0};
+    if (kiln_klgt_read(kiln_shared_path(ref), &set, &err) < 0) fail_msg("%s", err.msg);
+    const int64_t nv = set.n_vocab;
+    int64_t total = 0;
+    for (uint32_t p = 0; p < set.n_seqs; p++) total += set.seqs[p].n_tokens;
+    float *out = malloc((size_t)(total * nv) * sizeof(float));
+    assert_non_null(out);
+    kiln_ctx *c = kiln_ctx_new(m, &(kiln_ctx_params){.n_ctx = 256, .attention = attention}, &err);
+    if (!c) fail_msg("%s", err.msg);
+    int64_t at = 0;
+    for (uint32_t p = 0; p < set.n_seqs; p++) {
+        kiln_ctx_clear(c);
+        assert_int_equal(kiln_eval(c, set.seqs[p].ids, set.seqs[p].n_tokens, out + at * nv, &err), 0);
+        at += set.seqs[p].n_tokens;
+    }
+    *count = total;
+    *nv_out = nv;
+    *head_dim = m->hp.head_dim;
+    kiln_ctx_free(c);
+    kiln_logit_set_free(&set);
+    kiln_model_free(m);
+    return out;
+}
+
+/* llama.cpp's default attention (F16 cache, flash attention) stays close
+ * to the f32 one, and gives the same bits at every SIMD level. */
+static void test_attention_llamacpp(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    const char *stems[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
+    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) {
+        int64_t n = 0, n2 = 0, nv = 0, hd = 0;
+        kiln_simd_set(KILN_SIMD_AVX512);
+        float *f32 = eval_prompts_attn(stems[i], KILN_ATTN_F32, &n, &nv, &hd);
+        kiln_simd_set(KILN_SIMD_SCALAR);
+        float *ref = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n2, &nv, &hd);
+        assert_int_equal(n, n2);
+        stats s = {0};
+        for (int64_t t = 0; t < n; t++) compare_row(f32 + t * nv, ref + t * nv, nv, &s);
+        printf("# %s (head_dim %lld) llamacpp vs f32 attention: %lld pos  mean KLD %.3e  top-1 %.4f  max|d| %.3e\n",
+               stems[i], (long long)hd, (long long)s.n, s.sum_kld / (double)s.n, (double)s.same_top / (double)s.n,
+               s.max_abs);
+        assert_true(s.sum_kld / (double)s.n < 1e-4);
+        int64_t differ_f32 = 0;
+        for (int64_t j = 0; j < n * nv; j++) differ_f32 += memcmp(f32 + j, ref + j, sizeof(float)) != 0;
+        assert_true(differ_f32 > 0); /* the option does something */
+        for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
+            kiln_simd_set((kiln_simd_level)lvl);
+            float *got = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n2, &nv, &hd);
+            int64_t diff = 0;
+            for (int64_t j = 0; j < n * nv; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
+            printf("# %s llamacpp attention: %s vs scalar: %lld of %lld logits differ\n", stems[i],
+                   kiln_simd_name(kiln_simd()), (long long)diff, (long long)(n * nv));
+            free(got);
+            assert_int_equal(diff, 0);
+        }
+        free(f32);
+        free(ref);
+    }
+    kiln_simd_set(KILN_SIMD_AVX512); /* capped to what the CPU has */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_masked), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),           cmocka_unit_test(test_kv_cache_decode),
         cmocka_unit_test(test_archs_vs_reference), cmocka_unit_test(test_simd_levels),
         cmocka_unit_test(test_golden_ggml),    cmocka_unit_test(test_golden_exact),
+        cmocka_unit_test(test_attention_llamacpp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

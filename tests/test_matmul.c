@@ -8,7 +8,9 @@
  * combination, so a wrong integer anywhere shows up at once. Then every
  * SIMD level must give the scalar reference's bits, and a batch of tokens
  * the bits of one token at a time. KILN_NUM_EXACT is checked against the
- * double product of dequantized weights and raw activations. Needs no
+ * double product of dequantized weights and raw activations. Q8_0 and
+ * F32 in KILN_NUM_GGML mode follow llama.cpp's x86 orders, which are
+ * written out once more here and compared bit for bit. Needs no
  * ../shared. */
 #include "shared.h"
 
@@ -216,7 +218,8 @@ static void test_simd_and_batching_bit_exact(void **state) {
                         fail_msg("%s %s at %s: output %lld is %.9g, scalar %.9g", kiln_type_name(m.type),
                                  mode ? "exact" : "ggml", kiln_simd_name(LEVELS[l]), (long long)j, y[j], ref[j]);
                 free(y);
-                /* one token at a time */
+                /* one token at a time (F32 in GGML mode only because n_in = 601
+                 * is no multiple of 16: see test_f32_ggml_orders) */
                 for (int64_t t = 0; t < T; t += 5) {
                     float *y1 = run(&m, x + t * m.n_in, 1, (kiln_numeric_mode)mode);
                     assert_memory_equal(y1, ref + t * m.n_out, (size_t)m.n_out * sizeof(float));
@@ -304,6 +307,116 @@ static void test_unpack_simd(void **state) {
     kiln_simd_set(KILN_SIMD_AVX512);
 }
 
+/* Sum of 16 lanes in the tree of gcc's _mm512_reduce_add_ps. */
+static float tree16(const float *v) {
+    float h[8];
+    for (int i = 0; i < 8; i++) h[i] = v[i] + v[i + 8];
+    return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+}
+
+/* Q8_0 in GGML mode has ggml's x86 AVX2 order: eight lanes of 4-weight
+ * integer sums, fmaf per block, hsum_float_8. Written out here once more,
+ * independently of the kernels, on coherent data (large sums, so any other
+ * order shows), at every SIMD level, batched and one token at a time. */
+static void test_q8_0_x86_order(void **state) {
+    coherent = true;
+    mat m = make_mat(KILN_Q8_0, 1024, 37);
+    coherent = false;
+    const int64_t T = 9, nb = m.n_in / 32;
+    float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+    fill(x, T * m.n_in, 1.0f);
+    kiln_block_q8_0 *a = malloc((size_t)(T * nb) * sizeof *a);
+    for (int64_t t = 0; t < T; t++) kiln_act_q8_0(x + t * m.n_in, a + t * nb, m.n_in);
+    float *want = malloc((size_t)(T * m.n_out) * sizeof(float));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = 0; r < m.n_out; r++) {
+            const kiln_block_q8_0 *w = (const kiln_block_q8_0 *)(m.w + r * m.row_bytes), *y = a + t * nb;
+            float acc[8] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                const float d = kiln_fp16_to_fp32(w[b].d) * kiln_fp16_to_fp32(y[b].d);
+                for (int l = 0; l < 8; l++) {
+                    int s = 0;
+                    for (int j = 0; j < 4; j++) s += w[b].qs[4 * l + j] * y[b].qs[4 * l + j];
+                    acc[l] = fmaf(d, (float)s, acc[l]);
+                }
+            }
+            want[t * m.n_out + r] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        }
+    for (int l = 0; l < 3; l++) {
+        kiln_simd_set(LEVELS[l]);
+        if (kiln_simd() != LEVELS[l]) continue;
+        float *y = run(&m, x, T, KILN_NUM_GGML);
+        assert_memory_equal(y, want, (size_t)(T * m.n_out) * sizeof(float));
+        free(y);
+        float *y1 = run(&m, x + 4 * m.n_in, 1, KILN_NUM_GGML);
+        assert_memory_equal(y1, want + 4 * m.n_out, (size_t)m.n_out * sizeof(float));
+        free(y1);
+    }
+    kiln_simd_set(KILN_SIMD_AVX512);
+    free(want);
+    free(a);
+    free(x);
+    free_mat(&m);
+}
+
+/* F32 weights in GGML mode have the orders of llama.cpp's AVX-512 build:
+ * tinyBLAS (16 lanes over k, the reduce tree) for several tokens when
+ * n_in % 16 == 0, ggml_vec_dot_f32 (4 x 16 lanes over 64 values a step,
+ * (a0+a2) + (a1+a3), the tree, leftovers fused) otherwise. Written out
+ * here independently; every SIMD level must give these bits. */
+static void test_f32_ggml_orders(void **state) {
+    const int64_t sizes[] = {640, 608, 601, 48};
+    for (int si = 0; si < 4; si++) {
+        const int64_t n = sizes[si], T = 6;
+        coherent = si & 1;
+        mat m = make_mat(KILN_F32, n, 21);
+        coherent = false;
+        const float *W = (const float *)m.w;
+        float *x = malloc((size_t)(T * n) * sizeof(float));
+        fill(x, T * n, 1.0f);
+        float *tiny = malloc((size_t)(T * m.n_out) * sizeof(float));
+        float *vec = malloc((size_t)(T * m.n_out) * sizeof(float));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t r = 0; r < m.n_out; r++) {
+                const float *w = W + r * n, *xt = x + t * n;
+                float acc[16] = {0}, a4[4][16] = {{0}}, v[16];
+                for (int64_t k = 0; k + 16 <= n; k += 16)
+                    for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], xt[k + l], acc[l]);
+                tiny[t * m.n_out + r] = tree16(acc);
+                const int64_t np = n / 64 * 64;
+                for (int64_t k = 0; k < np; k += 64)
+                    for (int j = 0; j < 4; j++)
+                        for (int l = 0; l < 16; l++)
+                            a4[j][l] = fmaf(w[k + 16 * j + l], xt[k + 16 * j + l], a4[j][l]);
+                for (int l = 0; l < 16; l++) v[l] = (a4[0][l] + a4[2][l]) + (a4[1][l] + a4[3][l]);
+                float s = tree16(v);
+                for (int64_t k = np; k < n; k++) s = fmaf(w[k], xt[k], s);
+                vec[t * m.n_out + r] = s;
+            }
+        const float *batch = n % 16 == 0 ? tiny : vec;
+        for (int l = 0; l < 3; l++) {
+            kiln_simd_set(LEVELS[l]);
+            if (kiln_simd() != LEVELS[l]) continue;
+            float *y = run(&m, x, T, KILN_NUM_GGML);
+            if (memcmp(y, batch, (size_t)(T * m.n_out) * sizeof(float)))
+                fail_msg("F32 n_in %lld at %s: batch differs from the %s order", (long long)n,
+                         kiln_simd_name(LEVELS[l]), n % 16 == 0 ? "tinyBLAS" : "vec_dot_f32");
+            check_against(&m, x, T, y, KILN_NUM_GGML, 1e-5);
+            free(y);
+            for (int64_t t = 0; t < T; t += 5) {
+                float *y1 = run(&m, x + t * n, 1, KILN_NUM_GGML);
+                assert_memory_equal(y1, vec + t * m.n_out, (size_t)m.n_out * sizeof(float));
+                free(y1);
+            }
+        }
+        kiln_simd_set(KILN_SIMD_AVX512);
+        free(tiny);
+        free(vec);
+        free(x);
+        free_mat(&m);
+    }
+}
+
 static void test_unsupported(void **state) {
     float x[256] = {0}, y[4];
     uint8_t w[1024] = {0};
@@ -320,6 +433,8 @@ int main(void) {
         cmocka_unit_test(test_exact_mode),
         cmocka_unit_test(test_simd_and_batching_bit_exact),
         cmocka_unit_test(test_large),
+        cmocka_unit_test(test_q8_0_x86_order),
+        cmocka_unit_test(test_f32_ggml_orders),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
