@@ -122,8 +122,11 @@ static void report_non_finite(kiln_imx_collector *c, const char *name, int exper
     else snprintf(what, sizeof what, "%s", name);
     for (int64_t i = 0; i < nt * n_in; i++)
         if (!isfinite(x[i])) {
-            kiln_fail(&c->err, NULL, NULL, -1, "chunk %lld: tensor %s: activation %g at token %lld, column %lld",
-                      (long long)c->chunk + 1, what, (double)x[i], (long long)(i / n_in), (long long)(i % n_in));
+            /* printf spells a NaN "-nan" or "nan" by its sign bit, which
+             * means nothing here: say nan, inf or -inf. */
+            const char *v = isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf";
+            kiln_fail(&c->err, NULL, NULL, -1, "chunk %lld: tensor %s: activation %s at token %lld, column %lld",
+                      (long long)c->chunk + 1, what, v, (long long)(i / n_in), (long long)(i % n_in));
             return;
         }
     kiln_fail(&c->err, NULL, NULL, -1, "chunk %lld: tensor %s: sum of squared activations overflowed in column %lld",

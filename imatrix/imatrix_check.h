@@ -15,6 +15,11 @@
 #include "../core/gguf.h"
 #include "imatrix_file.h"
 
+/* 0 when entry `e` fits a weight of `model_path` whose shape is ne[0..n_dims)
+ * (ne NULL: the model has no weight of that name); else -1. */
+int kiln_imatrix_check_entry(const kiln_imatrix_entry *e, const char *im_path, const char *model_path,
+                             const int64_t *ne, uint32_t n_dims, kiln_err *err);
+
 /* 0 when every entry of `im` fits a weight of `model`; else -1 with one
  * line naming `im_path`, the entry and what does not match. */
 int kiln_imatrix_check_model(const kiln_imatrix *im, const char *im_path, const kiln_gguf *model, kiln_err *err);

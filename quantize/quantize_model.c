@@ -7,6 +7,7 @@
 #include "../core/progress.h"
 #include "../core/types.h"
 #include "../convert/convert.h"
+#include "../imatrix/imatrix_check.h"
 #include "codec.h"
 
 #include <math.h>
@@ -494,7 +495,24 @@ static int check_imatrix(const char *in, kiln_quant_tensor *q, const kiln_quant_
     return 0;
 }
 
+/* An imatrix for another model is refused as a whole, before any tensor:
+ * names it does not share would otherwise pass as "no entry" warnings
+ * and the tensors it does share would be weighted by chance. */
+static int check_imatrix_model(const char *in, const kiln_quant_opts *o, const kiln_quant_report *r, kiln_err *err) {
+    for (uint64_t i = 0; o->imatrix && i < o->imatrix->n_entries; i++) {
+        const kiln_imatrix_entry *e = &o->imatrix->entries[i];
+        const kiln_quant_tensor *q = NULL;
+        for (uint64_t j = 0; j < r->n_tensors && !q; j++)
+            if (!strcmp(r->tensors[j].name, e->name)) q = &r->tensors[j];
+        if (q && !strcmp(q->name, "token_embd.weight")) continue; /* see check_imatrix */
+        if (kiln_imatrix_check_entry(e, o->imatrix_path, in, q ? q->ne : NULL, q ? q->n_dims : 0, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int validate(const char *in, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err) {
+    if (check_imatrix_model(in, o, r, err) < 0) return -1;
     for (uint64_t i = 0; i < r->n_tensors; i++) {
         kiln_quant_tensor *q = &r->tensors[i];
         const kiln_tensor_plan *p = &q->plan;
