@@ -69,6 +69,8 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
  * it is ggml's flash attention over an F16 cache instead, which does not
  * depend on batching either. */
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
+/* kiln_attend's KILN_ATTN_LLAMACPP path (attention_flash.c). */
+void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);
 
 /* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU
  * (gpt2). Biases may be NULL. Uses c->ff_a / c->ff_b. */
