@@ -117,6 +117,20 @@ int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_byt
     return 0;
 }
 
+kiln_gguf *kiln_hf_metadata(kiln_hf_model *m, kiln_err *err) {
+    static const char NAME[] = "(converted metadata)"; /* no file: names it in messages */
+    kiln_gguf_writer *w = kiln_writer_new(NAME, NULL, err);
+    if (!w) return NULL;
+    if (kiln_hf_set_metadata(m, w, NULL, err) < 0) {
+        kiln_writer_abort(w);
+        return NULL;
+    }
+    uint8_t *image;
+    uint64_t len;
+    if (kiln_writer_finish_image(w, &image, &len, err) < 0) return NULL;
+    return kiln_gguf_parse_owned(image, len, NAME, err);
+}
+
 int kiln_hf_add_tensors(kiln_hf_model *m, kiln_gguf_writer *w, kiln_err *err) {
     for (uint64_t i = 0; i < m->plan.n; i++) {
         const cv_out *o = &m->plan.t[i];

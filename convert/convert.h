@@ -69,6 +69,10 @@ kiln_outtype kiln_hf_outtype(const kiln_hf_model *m);
 /* Sets every metadata key on w. *kv_bytes (may be NULL) gets their
  * serialized size. */
 int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_bytes, kiln_err *err);
+/* The same keys as a tensorless GGUF built in memory, so that they can be
+ * read exactly like a GGUF input's (kiln quantize's policy does). Close
+ * with kiln_gguf_close(). */
+kiln_gguf *kiln_hf_metadata(kiln_hf_model *m, kiln_err *err);
 
 uint64_t kiln_hf_n_tensors(const kiln_hf_model *m);
 void kiln_hf_tensor_info(const kiln_hf_model *m, uint64_t i, kiln_hf_tensor *out);

@@ -14,76 +14,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/bytebuf.h"
 #include "../core/fileio.h"
 
-typedef struct pbuf {
-    uint8_t *p;
-    size_t n, cap;
-    int oom;
-} pbuf;
-
-static void pb_put(pbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
-static void pb_varint(pbuf *b, uint64_t v) {
+static void pb_varint(kiln_bytebuf *b, uint64_t v) {
     uint8_t tmp[10];
     size_t n = 0;
     do {
         tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         v >>= 7;
     } while (v);
-    pb_put(b, tmp, n);
+    kiln_bytebuf_put(b, tmp, n);
 }
 
 enum { WT_VARINT = 0, WT_LEN = 2, WT_FIXED32 = 5 };
 
-static void pb_tag(pbuf *b, uint32_t field, int wt) { pb_varint(b, (uint64_t)field << 3 | (uint64_t)wt); }
+static void pb_tag(kiln_bytebuf *b, uint32_t field, int wt) { pb_varint(b, (uint64_t)field << 3 | (uint64_t)wt); }
 
 /* int32 fields are sign-extended to 64 bits on the wire, so -1 takes ten bytes */
-static void pb_int(pbuf *b, uint32_t field, int64_t v) {
+static void pb_int(kiln_bytebuf *b, uint32_t field, int64_t v) {
     pb_tag(b, field, WT_VARINT);
     pb_varint(b, (uint64_t)v);
 }
 
-static void pb_bytes(pbuf *b, uint32_t field, const void *s, size_t n) {
+static void pb_bytes(kiln_bytebuf *b, uint32_t field, const void *s, size_t n) {
     pb_tag(b, field, WT_LEN);
     pb_varint(b, n);
-    pb_put(b, s, n);
+    kiln_bytebuf_put(b, s, n);
 }
 
-static void pb_str(pbuf *b, uint32_t field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
+static void pb_str(kiln_bytebuf *b, uint32_t field, const char *s) { pb_bytes(b, field, s, strlen(s)); }
 
-static void pb_float(pbuf *b, uint32_t field, float f) {
+static void pb_float(kiln_bytebuf *b, uint32_t field, float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     uint8_t le[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
     pb_tag(b, field, WT_FIXED32);
-    pb_put(b, le, 4);
+    kiln_bytebuf_put(b, le, 4);
 }
 
-static void pb_msg(pbuf *b, uint32_t field, pbuf *sub) {
-    if (sub->oom) b->oom = 1;
-    pb_bytes(b, field, sub->p, sub->n);
-    free(sub->p);
-    memset(sub, 0, sizeof *sub);
+static void pb_msg(kiln_bytebuf *b, uint32_t field, kiln_bytebuf *sub) {
+    if (sub->oom) b->oom = true;
+    pb_bytes(b, field, sub->p, sub->len);
+    kiln_bytebuf_free(sub);
 }
 
 /* TrainerSpec, in sentencepiece's field order (which is not numeric). */
-static void trainer_spec(pbuf *t, size_t vocab_size) {
+static void trainer_spec(kiln_bytebuf *t, size_t vocab_size) {
     pb_str(t, 1, "/dev/null");  /* input */
     pb_str(t, 2, "tokenizer");  /* model_prefix */
     pb_int(t, 3, 2);            /* model_type = BPE */
@@ -111,10 +88,12 @@ static void trainer_spec(pbuf *t, size_t vocab_size) {
 }
 
 int kiln_spm_encode(const kiln_spm_piece *pieces, size_t n, uint8_t **out, size_t *len, kiln_err *err) {
-    pbuf b = {0}, sub = {0};
+    kiln_bytebuf b = {0}, sub = {0};
     for (size_t i = 0; i < n; i++) {
-        if (!pieces[i].piece || !pieces[i].piece[0])
-            return free(b.p), kiln_fail(err, "tokenizer.model", "pieces", (int64_t)i, "empty piece");
+        if (!pieces[i].piece || !pieces[i].piece[0]) {
+            kiln_bytebuf_free(&b); /* sub is empty here: pb_msg() freed it */
+            return kiln_fail(err, "tokenizer.model", "pieces", (int64_t)i, "empty piece");
+        }
         pb_str(&sub, 1, pieces[i].piece);
         pb_float(&sub, 2, pieces[i].score);
         pb_int(&sub, 3, pieces[i].type);
@@ -129,11 +108,11 @@ int kiln_spm_encode(const kiln_spm_piece *pieces, size_t n, uint8_t **out, size_
     pb_int(&sub, 5, 1);          /* escape_whitespaces */
     pb_msg(&b, 3, &sub);
     if (b.oom) {
-        free(b.p);
+        kiln_bytebuf_free(&b);
         return kiln_fail(err, "tokenizer.model", NULL, -1, "out of memory");
     }
     *out = b.p;
-    *len = b.n;
+    *len = (size_t)b.len;
     return 0;
 }
 

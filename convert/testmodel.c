@@ -280,18 +280,8 @@ static const char *torch_dtype(kiln_st_dtype d) {
 int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *s = root ? json_dumps(root, flags | JSON_REAL_PRECISION(15)) : NULL;
+    int rc = kiln_write_json_atomic(path, root, flags | JSON_REAL_PRECISION(15), err);
     json_decref(root);
-    if (!s) return kiln_fail(err, path, NULL, -1, "cannot build the JSON");
-    size_t n = strlen(s);
-    char *t = realloc(s, n + 2);
-    if (!t) {
-        free(s);
-        return kiln_fail(err, path, NULL, -1, "out of memory");
-    }
-    t[n] = '\n';
-    int rc = kiln_write_file_atomic(path, t, n + 1, err);
-    free(t);
     return rc;
 }
 

@@ -2,6 +2,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -173,4 +174,59 @@ int kiln_write_file_atomic(const char *path, const void *data, uint64_t n, kiln_
     }
     kiln_out_free(&f);
     return 0;
+}
+
+int kiln_write_json_atomic(const char *path, const json_t *root, size_t flags, kiln_err *err) {
+    char *s = root ? json_dumps(root, flags) : NULL;
+    if (!s) return kiln_fail(err, path, NULL, -1, "cannot build the JSON");
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    if (!t) {
+        free(s);
+        return kiln_fail(err, path, NULL, -1, "out of memory");
+    }
+    t[n] = '\n';
+    t[n + 1] = 0;
+    int rc = kiln_write_file_atomic(path, t, n + 1, err);
+    free(t);
+    return rc;
+}
+
+/* ---- reading a whole input -------------------------------------------- */
+
+char *kiln_read_text(const char *path, size_t *len, kiln_err *err) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    /* Read in growing chunks rather than by the file's size: standard input
+     * and pipes have none. */
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    bool failed = false;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            char *b = realloc(buf, cap = (n + 65536 + 1) * 2);
+            if (!b) {
+                failed = kiln_fail(err, path, NULL, -1, "out of memory");
+                break;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) failed = kiln_fail(err, path, NULL, (int64_t)n, "read error: %s", strerror(errno));
+            break;
+        }
+    }
+    if (f != stdin) fclose(f);
+    if (failed) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }

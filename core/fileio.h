@@ -1,4 +1,5 @@
-/* core/fileio.h - the output-file discipline every kiln tool follows.
+/* core/fileio.h - the output-file discipline every kiln tool follows, and
+ * the one way to read a whole input file into memory.
  *
  * An output is written to NAME.tmp, fsynced, then renamed over NAME, and
  * the directory is fsynced, so a crash or an error leaves either the old
@@ -10,6 +11,7 @@
 #define KILN_FILEIO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -44,5 +46,16 @@ void kiln_out_free(kiln_outfile *f);
 
 /* Convenience: writes a whole buffer atomically to `path`. */
 int kiln_write_file_atomic(const char *path, const void *data, uint64_t n, kiln_err *err);
+
+/* Writes a jansson document atomically as json_dumps(root, flags) gives
+ * it, plus a final newline (as Python's json tools end their files). */
+struct json_t;
+int kiln_write_json_atomic(const char *path, const struct json_t *root, size_t flags, kiln_err *err);
+
+/* Reads all of `path` ("-": standard input) into a malloc'd buffer of *len
+ * bytes followed by a NUL, so text can be used as a C string (binary data
+ * is returned unchanged and may hold NULs of its own); NULL with err
+ * filled on failure. */
+char *kiln_read_text(const char *path, size_t *len, kiln_err *err);
 
 #endif

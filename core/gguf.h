@@ -129,6 +129,9 @@ kiln_gguf *kiln_gguf_open(const char *path, kiln_err *err);
 /* Parses a GGUF image already in memory (not copied; must outlive the
  * result). `name` is used in error messages. No split handling. */
 kiln_gguf *kiln_gguf_parse(const uint8_t *buf, uint64_t size, const char *name, kiln_err *err);
+/* The same for a malloc'd image the result takes over: kiln_gguf_close()
+ * frees it, and so does a failure. */
+kiln_gguf *kiln_gguf_parse_owned(uint8_t *image, uint64_t size, const char *name, kiln_err *err);
 
 void kiln_gguf_close(kiln_gguf *g);
 
@@ -216,6 +219,12 @@ int kiln_writer_write(kiln_gguf_writer *w, const void *data, uint64_t n, kiln_er
 /* Checks that every tensor was written in full, fsyncs, renames every
  * shard into place and frees the writer (also on error). */
 int kiln_writer_finish(kiln_gguf_writer *w, kiln_err *err);
+
+/* Instead of kiln_writer_begin() .. kiln_writer_finish(), for a writer of
+ * metadata only: the GGUF it would write, as a malloc'd image in *image
+ * (open it with kiln_gguf_parse_owned()). Nothing touches the disk; the
+ * writer is freed (also on error). */
+int kiln_writer_finish_image(kiln_gguf_writer *w, uint8_t **image, uint64_t *len, kiln_err *err);
 
 /* Removes any temporary file and frees the writer. NULL is fine. */
 void kiln_writer_abort(kiln_gguf_writer *w);

@@ -35,6 +35,7 @@ typedef struct gguf_priv {
     kiln_strmap tensor_index;
     kiln_strmap kv_index;
     bool owns_maps;
+    uint8_t *owned_image; /* kiln_gguf_parse_owned()'s buffer */
 } gguf_priv;
 
 typedef struct reader {
@@ -392,6 +393,16 @@ kiln_gguf *kiln_gguf_parse(const uint8_t *buf, uint64_t size, const char *name, 
     return g;
 }
 
+kiln_gguf *kiln_gguf_parse_owned(uint8_t *image, uint64_t size, const char *name, kiln_err *err) {
+    kiln_gguf *g = kiln_gguf_parse(image, size, name, err);
+    if (!g) {
+        free(image);
+        return NULL;
+    }
+    ((gguf_priv *)g->priv)->owned_image = image;
+    return g;
+}
+
 static int map_file(const char *path, kiln_gguf_shard *sh, kiln_err *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
@@ -489,6 +500,7 @@ void kiln_gguf_close(kiln_gguf *g) {
         kiln_strmap_free(&p->tensor_index);
         kiln_strmap_free(&p->kv_index);
         kiln_arena_free(&p->arena);
+        free(p->owned_image);
         free(p);
     }
     free(g->path);

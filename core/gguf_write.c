@@ -13,6 +13,7 @@
 #include "gguf.h"
 
 #include "arena.h"
+#include "bytebuf.h"
 #include "fileio.h"
 #include "types.h"
 
@@ -218,91 +219,75 @@ int kiln_writer_add_tensor(kiln_gguf_writer *w, const char *name, uint32_t type,
 
 /* ---- header serialisation into a growable buffer ---------------------- */
 
-typedef struct hbuf {
-    unsigned char *p;
-    uint64_t len, cap;
-    bool oom;
-} hbuf;
-
-static void put(hbuf *b, const void *d, uint64_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        uint64_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
+static void put_str(kiln_bytebuf *b, const char *s, uint64_t n) {
+    kiln_bytebuf_put_u64(b, n);
+    kiln_bytebuf_put(b, s, n);
 }
-static void put_u32(hbuf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(hbuf *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(hbuf *b, const char *s, uint64_t n) { put_u64(b, n); put(b, s, n); }
 
-static void put_value(hbuf *b, const kiln_value *v) {
+static void put_value(kiln_bytebuf *b, const kiln_value *v) {
     switch (v->type) {
     case KILN_GGUF_STRING: put_str(b, v->str.ptr, v->str.len); break;
     case KILN_GGUF_ARRAY:
-        put_u32(b, v->arr.type);
-        put_u64(b, v->arr.n);
+        kiln_bytebuf_put_u32(b, v->arr.type);
+        kiln_bytebuf_put_u64(b, v->arr.n);
         if (v->arr.type == KILN_GGUF_STRING)
             for (uint64_t i = 0; i < v->arr.n; i++) put_str(b, v->arr.strs[i].ptr, v->arr.strs[i].len);
         else if (v->arr.type == KILN_GGUF_ARRAY)
             for (uint64_t i = 0; i < v->arr.n; i++) put_value(b, &v->arr.vals[i]);
         else
-            put(b, v->arr.data, v->arr.n * kiln_gguf_vtype_size(v->arr.type));
+            kiln_bytebuf_put(b, v->arr.data, v->arr.n * kiln_gguf_vtype_size(v->arr.type));
         break;
     case KILN_GGUF_BOOL: {
         uint8_t x = v->b;
-        put(b, &x, 1);
+        kiln_bytebuf_put(b, &x, 1);
         break;
     }
-    default: put(b, &v->u64, kiln_gguf_vtype_size(v->type)); break;
+    default: kiln_bytebuf_put(b, &v->u64, kiln_gguf_vtype_size(v->type)); break;
     }
 }
 
-static void put_kv(hbuf *b, const char *key, const kiln_value *v) {
+static void put_kv(kiln_bytebuf *b, const char *key, const kiln_value *v) {
     put_str(b, key, strlen(key));
-    put_u32(b, v->type);
+    kiln_bytebuf_put_u32(b, v->type);
     put_value(b, v);
 }
 
-static int write_header(kiln_gguf_writer *w, uint32_t s, kiln_err *err) {
-    hbuf b = {0};
+/* Shard s's header (magic to the last tensor info) appended to b. */
+static void serialise_header(const kiln_gguf_writer *w, uint32_t s, kiln_bytebuf *b) {
     uint64_t first = w->shard_first[s], end = w->shard_first[s + 1];
     bool split = w->n_shards > 1;
     uint64_t n_kv = (s == 0 ? w->n_kv : 0) + (split ? 3 : 0);
-    put_u32(&b, KILN_GGUF_MAGIC);
-    put_u32(&b, w->opts.version ? w->opts.version : 3);
-    put_u64(&b, end - first);
-    put_u64(&b, n_kv);
+    kiln_bytebuf_put_u32(b, KILN_GGUF_MAGIC);
+    kiln_bytebuf_put_u32(b, w->opts.version ? w->opts.version : 3);
+    kiln_bytebuf_put_u64(b, end - first);
+    kiln_bytebuf_put_u64(b, n_kv);
     if (s == 0)
-        for (uint64_t i = 0; i < w->n_kv; i++) put_kv(&b, w->kv[i].key, &w->kv[i].val);
+        for (uint64_t i = 0; i < w->n_kv; i++) put_kv(b, w->kv[i].key, &w->kv[i].val);
     if (split) {
         kiln_value no = {.type = KILN_GGUF_UINT16, .u16 = (uint16_t)s};
         kiln_value count = {.type = KILN_GGUF_UINT16, .u16 = (uint16_t)w->n_shards};
         kiln_value total = {.type = KILN_GGUF_INT32, .i32 = (int32_t)w->n_t};
-        put_kv(&b, "split.no", &no);
-        put_kv(&b, "split.count", &count);
-        put_kv(&b, "split.tensors.count", &total);
+        put_kv(b, "split.no", &no);
+        put_kv(b, "split.count", &count);
+        put_kv(b, "split.tensors.count", &total);
     }
     for (uint64_t i = first; i < end; i++) {
         const wtensor *t = &w->t[i];
-        put_str(&b, t->name, strlen(t->name));
-        put_u32(&b, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) put_u64(&b, (uint64_t)t->ne[d]);
-        put_u32(&b, t->type);
-        put_u64(&b, t->offset);
+        put_str(b, t->name, strlen(t->name));
+        kiln_bytebuf_put_u32(b, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++) kiln_bytebuf_put_u64(b, (uint64_t)t->ne[d]);
+        kiln_bytebuf_put_u32(b, t->type);
+        kiln_bytebuf_put_u64(b, t->offset);
     }
+}
+
+static int write_header(kiln_gguf_writer *w, uint32_t s, kiln_err *err) {
+    kiln_bytebuf b = {0};
+    serialise_header(w, s, &b);
     int rc = b.oom ? kiln_fail(err, w->path, NULL, -1, "out of memory") : 0;
     if (rc == 0) rc = kiln_out_write(&w->out[s], b.p, b.len, err);
     if (rc == 0) rc = kiln_out_pad(&w->out[s], w->alignment, err);
-    free(b.p);
+    kiln_bytebuf_free(&b);
     return rc;
 }
 
@@ -342,15 +327,20 @@ static int shard_name(const kiln_gguf_writer *w, uint32_t s, char *out, size_t c
     return snprintf(out, cap, "%.*s-%05u-of-%05u.gguf", base, w->path, s + 1, w->n_shards) >= (int)cap ? -1 : 0;
 }
 
-int kiln_writer_begin(kiln_gguf_writer *w, kiln_err *err) {
-    if (w->begun) return kiln_fail(err, w->path, NULL, -1, "writer already begun");
+/* The options' alignment, or general.alignment when the keys set one. */
+static int resolve_alignment(kiln_gguf_writer *w, kiln_err *err) {
     w->alignment = w->opts.alignment ? w->opts.alignment : KILN_GGUF_DEFAULT_ALIGNMENT;
     int64_t a = find_key(w, "general.alignment");
     if (a >= 0 && w->kv[a].val.type == KILN_GGUF_UINT32) w->alignment = w->kv[a].val.u32;
     if (w->alignment == 0 || (w->alignment & (w->alignment - 1)))
         return kiln_fail(err, w->path, "general.alignment", -1, "alignment %llu is not a power of two",
                          (unsigned long long)w->alignment);
-    if (plan_shards(w, err) < 0) return -1;
+    return 0;
+}
+
+int kiln_writer_begin(kiln_gguf_writer *w, kiln_err *err) {
+    if (w->begun) return kiln_fail(err, w->path, NULL, -1, "writer already begun");
+    if (resolve_alignment(w, err) < 0 || plan_shards(w, err) < 0) return -1;
     char name[4200];
     for (uint32_t s = 0; s < w->n_shards; s++) {
         if (shard_name(w, s, name, sizeof name) < 0) return kiln_fail(err, w->path, NULL, -1, "path too long");
@@ -433,6 +423,34 @@ int kiln_writer_finish(kiln_gguf_writer *w, kiln_err *err) {
     for (uint32_t s = 0; s < w->n_shards; s++) kiln_out_free(&w->out[s]);
     writer_free(w);
     return 0;
+}
+
+int kiln_writer_finish_image(kiln_gguf_writer *w, uint8_t **image, uint64_t *len, kiln_err *err) {
+    *image = NULL;
+    *len = 0;
+    int rc = 0;
+    if (w->begun) rc = kiln_fail(err, w->path, NULL, -1, "writer already begun");
+    else if (w->n_t)
+        rc = kiln_fail(err, w->path, NULL, -1, "an in-memory GGUF holds metadata only, not %llu tensors",
+                       (unsigned long long)w->n_t);
+    if (rc == 0) rc = resolve_alignment(w, err);
+    if (rc == 0) rc = plan_shards(w, err); /* no tensors: one shard */
+    kiln_bytebuf b = {0};
+    if (rc == 0) {
+        serialise_header(w, 0, &b);
+        /* padded like the file, so the image is that file byte for byte */
+        static const uint8_t zero = 0;
+        while (!b.oom && b.len % w->alignment) kiln_bytebuf_put(&b, &zero, 1);
+        if (b.oom) rc = kiln_fail(err, w->path, NULL, -1, "out of memory");
+    }
+    if (rc == 0) {
+        *image = b.p;
+        *len = b.len;
+    } else {
+        kiln_bytebuf_free(&b);
+    }
+    writer_free(w);
+    return rc;
 }
 
 void kiln_writer_abort(kiln_gguf_writer *w) {

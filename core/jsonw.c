@@ -149,6 +149,26 @@ void kiln_jw_real(kiln_jsonw *w, double v) {
     if (!strpbrk(buf, ".eEn")) puts_(w, ".0");
 }
 
+void kiln_jw_kv_str(kiln_jsonw *w, const char *key, const char *s) {
+    kiln_jw_key(w, key);
+    kiln_jw_str(w, s);
+}
+
+void kiln_jw_kv_int(kiln_jsonw *w, const char *key, int64_t v) {
+    kiln_jw_key(w, key);
+    kiln_jw_int(w, v);
+}
+
+void kiln_jw_kv_uint(kiln_jsonw *w, const char *key, uint64_t v) {
+    kiln_jw_key(w, key);
+    kiln_jw_uint(w, v);
+}
+
+void kiln_jw_kv_real(kiln_jsonw *w, const char *key, double v) {
+    kiln_jw_key(w, key);
+    kiln_jw_real(w, v);
+}
+
 void kiln_jw_finish(kiln_jsonw *w) {
     putc_(w, '\n');
     flush(w);

@@ -36,6 +36,11 @@ void kiln_jw_uint(kiln_jsonw *w, uint64_t v);
 void kiln_jw_real(kiln_jsonw *w, double v); /* non-finite becomes null */
 void kiln_jw_bool(kiln_jsonw *w, bool v);
 void kiln_jw_null(kiln_jsonw *w);
+/* A key and its value in one call, for objects of many fields. */
+void kiln_jw_kv_str(kiln_jsonw *w, const char *key, const char *s);
+void kiln_jw_kv_int(kiln_jsonw *w, const char *key, int64_t v);
+void kiln_jw_kv_uint(kiln_jsonw *w, const char *key, uint64_t v);
+void kiln_jw_kv_real(kiln_jsonw *w, const char *key, double v);
 /* Ends the document with a newline and flushes to the stream. */
 void kiln_jw_finish(kiln_jsonw *w);
 

@@ -377,19 +377,9 @@ static int write_index(kiln_stw *w, kiln_err *err) {
         total += w->t[i].nbytes;
     }
     bad |= json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
-    char *s = bad ? NULL : json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    int rc = bad ? kiln_fail(err, path, NULL, -1, "cannot build the index JSON")
+                 : kiln_write_json_atomic(path, root, JSON_INDENT(2) | JSON_SORT_KEYS, err);
     json_decref(root);
-    if (!s) return kiln_fail(err, path, NULL, -1, "cannot build the index JSON");
-    size_t n = strlen(s);
-    char *t = realloc(s, n + 2);
-    if (!t) {
-        free(s);
-        return kiln_fail(err, path, NULL, -1, "out of memory");
-    }
-    t[n] = '\n';
-    t[n + 1] = 0;
-    int rc = kiln_write_file_atomic(path, t, n + 1, err);
-    free(t);
     return rc;
 }
 

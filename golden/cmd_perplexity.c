@@ -2,6 +2,7 @@
  * Prints llama-perplexity's running estimate and final line (or its KL
  * divergence tables), or everything as JSON. */
 #include "../cli/cli.h"
+#include "../core/fileio.h"
 #include "golden_file.h"
 #include "perplexity.h"
 

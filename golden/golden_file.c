@@ -84,41 +84,6 @@ int kiln_golden_load(const char *path, kiln_golden *g, kiln_err *err) {
     return rc;
 }
 
-char *kiln_read_text(const char *path, size_t *len, kiln_err *err) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    bool failed = false;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            char *b = realloc(buf, cap = (n + 65536 + 1) * 2);
-            if (!b) {
-                failed = kiln_fail(err, path, NULL, -1, "out of memory");
-                break;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) failed = kiln_fail(err, path, NULL, (int64_t)n, "read error");
-            break;
-        }
-    }
-    if (f != stdin) fclose(f);
-    if (failed) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 void kiln_golden_free_prompts(char **lines, size_t n) {
     for (size_t i = 0; i < n; i++) free(lines[i]);
     free(lines);

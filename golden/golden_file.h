@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "../core/fileio.h" /* kiln_read_text(), used by the golden tools */
 #include "../runtime/runtime.h"
 #include "klgt.h"
 
@@ -43,10 +44,6 @@ const json_t *kiln_golden_model(const kiln_golden *g);
  * with kiln_golden_free_prompts. Returns 0 or -1 (unreadable, no prompt). */
 int kiln_golden_read_prompts(const char *path, size_t max, char ***lines, size_t *n, kiln_err *err);
 void kiln_golden_free_prompts(char **lines, size_t n);
-
-/* Reads all of `path` ("-": standard input) into a malloc'd, NUL-terminated
- * buffer of *len bytes; NULL with err filled on failure. */
-char *kiln_read_text(const char *path, size_t *len, kiln_err *err);
 
 typedef struct kiln_golden_record_params {
     bool f16;                 /* store rows as f16: half the size */

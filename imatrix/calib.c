@@ -3,7 +3,8 @@
 #include "calib.h"
 #include "calib_impl.h"
 
-#include <errno.h>
+#include "../core/fileio.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,42 +61,6 @@ int calib_add_source(calib_text *t, const char *name, const uint8_t *d, size_t n
     return rc;
 }
 
-/* Reads a whole file ("-": standard input) into a malloc'd buffer. */
-static int slurp(const char *path, uint8_t **out, size_t *out_n, kiln_err *err) {
-    bool is_stdin = !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            uint8_t *b = realloc(buf, ncap);
-            if (!b) {
-                rc = kiln_fail(err, path, NULL, -1, "out of memory");
-                break;
-            }
-            buf = b;
-            cap = ncap;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) rc = kiln_fail(err, path, NULL, (int64_t)n, "read error: %s", strerror(errno));
-            break;
-        }
-    }
-    if (!is_stdin) fclose(f);
-    if (rc < 0) {
-        free(buf);
-        return -1;
-    }
-    *out = buf;
-    *out_n = n;
-    return 0;
-}
-
 /* The first bytes of a file, enough to recognise a tar header. */
 static size_t peek(const char *path, uint8_t *head, size_t cap) {
     FILE *f = fopen(path, "rb");
@@ -117,13 +82,10 @@ int kiln_calib_read(const char *const *paths, int n_paths, const char *field, ch
         if (calib_is_archive(path, head, nh)) {
             rc = calib_add_archive(&t, path, err);
         } else {
-            uint8_t *d = NULL;
             size_t n = 0;
-            rc = slurp(path, &d, &n, err);
-            if (rc == 0) {
-                rc = calib_add_source(&t, path, d, n, err);
-                free(d);
-            }
+            char *d = kiln_read_text(path, &n, err);
+            rc = d ? calib_add_source(&t, path, (const uint8_t *)d, n, err) : -1;
+            free(d);
         }
         if (rc < 0) {
             free(t.p);

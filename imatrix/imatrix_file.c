@@ -2,11 +2,11 @@
  * importance-matrix formats (see imatrix_file.h for both layouts). */
 #include "imatrix_file.h"
 
+#include "../core/bytebuf.h"
 #include "../core/fileio.h"
 #include "../core/gguf.h"
 #include "../core/types.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,26 +311,6 @@ static int read_dat_tail(rd *r, kiln_imatrix *im, kiln_err *err) {
     return rc;
 }
 
-static int slurp(const char *path, uint8_t **data, uint64_t *size, kiln_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
-    int rc = 0;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        rc = kiln_fail(err, path, NULL, -1, "cannot seek: %s", strerror(errno));
-    *data = rc == 0 ? malloc(n > 0 ? (size_t)n : 1) : NULL;
-    if (rc == 0 && !*data) rc = kiln_fail(err, path, NULL, -1, "out of memory");
-    if (rc == 0 && fread(*data, 1, (size_t)n, f) != (size_t)n)
-        rc = kiln_fail(err, path, NULL, -1, "read error: %s", strerror(errno));
-    fclose(f);
-    if (rc < 0) {
-        free(*data);
-        *data = NULL;
-    }
-    *size = (uint64_t)(n > 0 ? n : 0);
-    return rc;
-}
-
 static kiln_imatrix *read_dat(const char *path, const uint8_t *data, uint64_t size, kiln_err *err) {
     rd r = {path, data, size, 0};
     int32_t n_entries = 0;
@@ -353,61 +333,36 @@ static kiln_imatrix *read_dat(const char *path, const uint8_t *data, uint64_t si
 }
 
 kiln_imatrix *kiln_imatrix_read(const char *path, kiln_err *err) {
-    uint8_t *data = NULL;
-    uint64_t size = 0;
-    if (slurp(path, &data, &size, err) < 0) return NULL;
+    size_t size = 0;
+    char *data = kiln_read_text(path, &size, err);
+    if (!data) return NULL;
     kiln_imatrix *im;
     if (size >= 4 && !memcmp(data, "GGUF", 4)) {
         free(data); /* the GGUF reader maps the file itself */
         im = read_gguf(path, err);
     } else {
-        im = read_dat(path, data, size, err);
+        im = read_dat(path, (const uint8_t *)data, size, err);
         free(data);
     }
     return im;
 }
 
-typedef struct wbuf {
-    uint8_t *p;
-    uint64_t len, cap;
-    bool oom;
-} wbuf;
-
-static void put(wbuf *b, const void *d, uint64_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        uint64_t cap = b->cap ? b->cap * 2 : 1 << 16;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-
-static void put_i32(wbuf *b, int32_t v) { put(b, &v, 4); }
-
-static void put_dat_entry(wbuf *b, const kiln_imatrix_entry *e, uint32_t chunk_size) {
+static void put_dat_entry(kiln_bytebuf *b, const kiln_imatrix_entry *e, uint32_t chunk_size) {
     float max = 0;
     for (int64_t j = 0; j < e->n_mat; j++) max = e->counts[j] > max ? e->counts[j] : max;
     int32_t ncall = (int32_t)(((int64_t)max + chunk_size - 1) / chunk_size), len = (int32_t)strlen(e->name);
     int32_t nval = (int32_t)(e->n * e->n_mat);
-    put_i32(b, len);
-    put(b, e->name, (uint64_t)len);
-    put_i32(b, ncall);
-    put_i32(b, nval);
+    kiln_bytebuf_put_i32(b, len);
+    kiln_bytebuf_put(b, e->name, (uint64_t)len);
+    kiln_bytebuf_put_i32(b, ncall);
+    kiln_bytebuf_put_i32(b, nval);
     for (int32_t i = 0; i < nval; i++) {
         float count = e->counts[i / e->n], value = e->in_sum2[i];
         if (count == 0.0f) value = count = 1.0f;
         /* Counts already in calls need no rescaling; float (v / c) * c is
          * not always v, and the round trip must give back the same bytes. */
         float v = count == (float)ncall ? value : value / count * (float)ncall;
-        put(b, &v, 4);
+        kiln_bytebuf_put(b, &v, 4);
     }
 }
 
@@ -421,8 +376,8 @@ int kiln_imatrix_write_dat(const kiln_imatrix *im, const char *path, bool force,
                 n++;
                 break;
             }
-    wbuf b = {0};
-    put_i32(&b, n);
+    kiln_bytebuf b = {0};
+    kiln_bytebuf_put_i32(&b, n);
     for (uint64_t i = 0; i < im->n_entries; i++) {
         const kiln_imatrix_entry *e = &im->entries[i];
         for (int64_t j = 0; j < e->n_mat; j++)
@@ -431,12 +386,12 @@ int kiln_imatrix_write_dat(const kiln_imatrix *im, const char *path, bool force,
                 break;
             }
     }
-    put_i32(&b, (int32_t)im->chunk_count);
+    kiln_bytebuf_put_i32(&b, (int32_t)im->chunk_count);
     const char *ds = im->n_datasets ? im->datasets[im->n_datasets - 1] : "";
-    put_i32(&b, (int32_t)strlen(ds));
-    put(&b, ds, strlen(ds));
+    kiln_bytebuf_put_i32(&b, (int32_t)strlen(ds));
+    kiln_bytebuf_put(&b, ds, strlen(ds));
     int rc = b.oom ? kiln_fail(err, path, NULL, -1, "out of memory") : kiln_write_file_atomic(path, b.p, b.len, err);
-    free(b.p);
+    kiln_bytebuf_free(&b);
     return rc;
 }
 

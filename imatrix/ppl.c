@@ -1,25 +1,18 @@
 /* imatrix/ppl.c - llama-imatrix's running perplexity (see ppl.h). */
 #include "ppl.h"
 
-#include <math.h>
+/* kiln_nll(): -log softmax(row)[tok] in llama.cpp's precision, the same
+ * as llama-perplexity's and so as llama-imatrix's. */
+#include "../golden/kld.h"
 
-/* -log softmax(row)[tok], in llama.cpp's precision: max and exponentials
- * in float, their sum in double. */
-static double nll_of(const float *row, int64_t n_vocab, int32_t tok) {
-    float max = row[0];
-    for (int64_t i = 1; i < n_vocab; i++)
-        if (row[i] > max) max = row[i];
-    double sum = 0;
-    for (int64_t i = 0; i < n_vocab; i++) sum += expf(row[i] - max);
-    return -((double)(row[tok] - max) - log(sum));
-}
+#include <math.h>
 
 void kiln_imx_ppl_add(kiln_imx_ppl *p, const float *logits, const int32_t *tokens, int64_t n_ctx, int64_t n_vocab) {
     int64_t first = n_ctx / 2;
     double nll = 0, nll2 = 0;
 #pragma omp parallel for reduction(+ : nll, nll2) schedule(static)
     for (int64_t i = first; i < n_ctx - 1; i++) {
-        double v = nll_of(logits + i * n_vocab, n_vocab, tokens[i + 1]);
+        double v = kiln_nll(logits + i * n_vocab, n_vocab, tokens[i + 1]);
         nll += v;
         nll2 += v * v;
     }

@@ -263,30 +263,12 @@ static int open_gguf(source *s, kiln_err *err) {
     return 0;
 }
 
-/* The HF model's metadata, as `kiln convert` would write it, through a
- * tensorless GGUF in TMPDIR: the reader then serves keys and hyper-
- * parameters exactly as for a GGUF input. */
-static int hf_metadata(source *s, kiln_err *err) {
-    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char path[4096];
-    snprintf(path, sizeof path, "%s/kiln-quantize-meta-%ld-%p.gguf", dir, (long)getpid(), (void *)s);
-    kiln_write_opts wo = {.force = true};
-    kiln_gguf_writer *w = kiln_writer_new(path, &wo, err);
-    if (!w) return -1;
-    if (kiln_hf_set_metadata(s->hf, w, NULL, err) < 0) {
-        kiln_writer_abort(w);
-        return -1;
-    }
-    if (kiln_writer_finish(w, err) < 0) return -1;
-    s->kv = kiln_gguf_open(path, err);
-    unlink(path); /* the mapping outlives the name */
-    return s->kv ? 0 : -1;
-}
-
 static int open_hf(source *s, kiln_err *err) {
     kiln_convert_opts co = {.outtype = KILN_OUT_AUTO};
     if (!(s->hf = kiln_hf_open(s->path, &co, err))) return -1;
-    if (hf_metadata(s, err) < 0) return -1;
+    /* The metadata `kiln convert` would write, read back as from a GGUF
+     * input: the policy then sees the same keys and hyperparameters. */
+    if (!(s->kv = kiln_hf_metadata(s->hf, err))) return -1;
     s->n = kiln_hf_n_tensors(s->hf);
     if (!(s->t = calloc(s->n + 1, sizeof *s->t))) return kiln_fail(err, s->path, NULL, -1, "out of memory");
     for (uint64_t i = 0; i < s->n; i++) {

@@ -129,11 +129,15 @@ int kiln_cmd_generate(int argc, char **argv) {
         kiln_sampler_params sp = {.temp = (float)temp, .top_k = (int32_t)top_k, .top_p = (float)top_p, .seed = seed};
         kiln_sampler_init(&s, &sp);
         kiln_gen_stats st;
-        if (kiln_generate(ctx, m, tokens, (int64_t)n, (int64_t)n_predict, 0, &s, on_token, &o, &st, &err)) {
-            putchar('\n');
+        int gen_rc = kiln_generate(ctx, m, tokens, (int64_t)n, (int64_t)n_predict, 0, &s, on_token, &o, &st, &err);
+        /* The text ends its line, and reaches the stream before anything
+         * goes to stderr: when both go to one file or terminal, stdout's
+         * buffered newline would otherwise land after the message. */
+        putchar('\n');
+        fflush(stdout);
+        if (gen_rc) {
             rc = kiln_cli_fail(&err);
         } else {
-            putchar('\n');
             fprintf(stderr, "prompt: %lld tokens, %.1f tok/s; generated: %lld tokens, %.1f tok/s%s\n",
                     (long long)st.n_prompt, st.prompt_seconds > 0 ? st.n_prompt / st.prompt_seconds : 0,
                     (long long)st.n_generated, st.gen_seconds > 0 ? st.n_generated / st.gen_seconds : 0,

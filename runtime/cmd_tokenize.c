@@ -2,9 +2,9 @@
  * over tokenizer.h. Prints the ids llama.cpp's llama_tokenize would give,
  * one `ID 'PIECE'` line per token, just the ids, or JSON. */
 #include "../cli/cli.h"
+#include "../core/fileio.h"
 #include "tokenizer.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -112,40 +112,6 @@ static int print_json(const kiln_tokenizer *t, const int32_t *ids, size_t n, boo
     return KILN_EXIT_OK;
 }
 
-/* Reads all of `path` ("-": standard input) into a malloc'd buffer. */
-static char *read_all(const char *path, size_t *len, kiln_err *err) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        kiln_fail(err, path, NULL, -1, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 > cap) {
-            char *b = realloc(buf, cap = (n + 65536) * 2);
-            if (!b) {
-                kiln_fail(err, path, NULL, -1, "out of memory");
-                break;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) kiln_fail(err, path, NULL, (int64_t)n, "read error");
-            else *len = n;
-            break;
-        }
-    }
-    if (f != stdin) fclose(f);
-    if (err->msg[0]) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 int kiln_cmd_tokenize(int argc, char **argv) {
     static const struct option opts[] = {
         {"prompt", required_argument, 0, 'p'}, {"file", required_argument, 0, 'f'},
@@ -174,7 +140,7 @@ int kiln_cmd_tokenize(int argc, char **argv) {
 
     kiln_err err = {{0}};
     size_t len = prompt ? strlen(prompt) : 0;
-    char *text = file ? read_all(file, &len, &err) : NULL;
+    char *text = file ? kiln_read_text(file, &len, &err) : NULL;
     if (file && !text) return kiln_cli_fail(&err);
     kiln_gguf *g = kiln_gguf_open(argv[optind], &err);
     kiln_tokenizer *t = g ? kiln_tokenizer_load(g, &err) : NULL;

@@ -45,43 +45,10 @@ static const char *const PROVENANCE[] = {"general.name", "general.organization",
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
-static const char *tmp_path(const char *name) {
-    static char bufs[8][512];
-    static int slot;
-    char *b = bufs[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static bool exists(const char *p) { return access(p, F_OK) == 0; }
-
 static void assert_no_output(const char *out) {
     char t[600];
     snprintf(t, sizeof t, "%s.tmp", out);
-    if (exists(out) || exists(t)) fail_msg("%s (or its .tmp) was left behind", out);
-}
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static void spit(const char *path, const void *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    fclose(f);
+    if (kiln_test_exists(out) || kiln_test_exists(t)) fail_msg("%s (or its .tmp) was left behind", out);
 }
 
 /* Copies the regular files of src into a fresh dst. */
@@ -96,9 +63,9 @@ static void copy_dir(const char *src, const char *dst) {
         snprintf(a, sizeof a, "%s/%s", src, e->d_name);
         snprintf(b, sizeof b, "%s/%s", dst, e->d_name);
         size_t n;
-        uint8_t *buf = slurp(a, &n);
+        uint8_t *buf = kiln_test_read_file(a, &n);
         assert_non_null(buf);
-        spit(b, buf, n);
+        kiln_test_write_file(b, buf, n);
         free(buf);
     }
     closedir(d);
@@ -179,7 +146,7 @@ static void compare_gguf(const char *mine_path, const char *gold_path) {
     kiln_gguf_close(m);
     kiln_gguf_close(g);
     size_t la, lb;
-    uint8_t *x = slurp(mine_path, &la), *y = slurp(gold_path, &lb);
+    uint8_t *x = kiln_test_read_file(mine_path, &la), *y = kiln_test_read_file(gold_path, &lb);
     assert_non_null(x);
     assert_non_null(y);
     assert_int_equal(la, lb);
@@ -313,7 +280,7 @@ static const char *make_model(kiln_tm_arch arch, kiln_st_dtype dtype, const char
     kiln_err err = {{0}};
     if (kiln_tm_defaults(&c, arch, NULL, &err) < 0) fail_msg("%s", err.msg);
     c.dtype = dtype;
-    const char *dir = tmp_path(name);
+    const char *dir = kiln_test_tmp_path(name);
     kiln_tm_opts o = {.force = true};
     if (kiln_tm_write(&c, dir, &o, NULL, &err) < 0) fail_msg("%s", err.msg);
     return dir;
@@ -509,7 +476,7 @@ static void make_targz(const char *dir, const char *top, const char *path) {
         snprintf(src, sizeof src, "%s/%s", dir, e->d_name);
         snprintf(name, sizeof name, "%s/%s", top, e->d_name);
         size_t n;
-        uint8_t *buf = slurp(src, &n);
+        uint8_t *buf = kiln_test_read_file(src, &n);
         assert_non_null(buf);
         struct archive_entry *ae = archive_entry_new();
         archive_entry_set_pathname(ae, name);
@@ -558,12 +525,12 @@ static const char *TINY_CONFIG =
     " \"num_attention_heads\": 1, \"vocab_size\": 4, \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-5%s}";
 
 static const char *tiny_model(const char *name, const char *extra, const st_t *ts, int n) {
-    const char *dir = tmp_path(name);
+    const char *dir = kiln_test_tmp_path(name);
     mkdir(dir, 0755);
     char cfg[1024], p[600];
     snprintf(cfg, sizeof cfg, TINY_CONFIG, extra);
     snprintf(p, sizeof p, "%s/config.json", dir);
-    spit(p, cfg, strlen(cfg));
+    kiln_test_write_file(p, cfg, strlen(cfg));
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     write_st(p, ts, n);
     return dir;
@@ -629,7 +596,7 @@ static void test_f8_dequant(void **state) {
     kiln_hf_close(m);
     /* the same from a .tar.gz, where the scale is read after the stream
      * passed its weight (the spool) */
-    const char *tgz = tmp_path("f8.tar.gz");
+    const char *tgz = kiln_test_tmp_path("f8.tar.gz");
     make_targz(dir, "f8-model", tgz);
     if (!(m = kiln_hf_open(tgz, &o, &err))) fail_msg("%s", err.msg);
     float again[4 * 32];
@@ -642,7 +609,7 @@ static void test_f8_dequant(void **state) {
 /* error paths                                                         */
 
 static void expect_error(const char *dir, const char *const *needles) {
-    const char *out = tmp_path("err-out.gguf");
+    const char *out = kiln_test_tmp_path("err-out.gguf");
     unlink(out);
     kiln_convert_opts o = {.outtype = KILN_OUT_F16};
     kiln_err err = {{0}};
@@ -654,7 +621,7 @@ static void expect_error(const char *dir, const char *const *needles) {
 }
 
 static const char *fixture_copy(const char *name) {
-    const char *dir = tmp_path(name);
+    const char *dir = kiln_test_tmp_path(name);
     copy_dir(kiln_shared_path("models/llama"), dir);
     return dir;
 }
@@ -733,7 +700,7 @@ static void test_err_pre_tokenizer(void **state) {
     json_decref(tok);
     expect_error(dir, (const char *const[]){"pre_tokenizer", "Metaspace", "qwen2", "--pre-tokenizer", NULL});
     /* the override makes it convert */
-    const char *out = tmp_path("pre-override.gguf");
+    const char *out = kiln_test_tmp_path("pre-override.gguf");
     kiln_convert_opts o = {.outtype = KILN_OUT_F16, .pre_tokenizer = "qwen2"};
     kiln_write_opts wo = {.force = true};
     kiln_err err = {{0}};
@@ -765,10 +732,10 @@ static void test_llama_hf_vocab(void **state) {
                             " \"add_bos_token\": true, \"add_eos_token\": false}";
     char p[600];
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    spit(p, TOK, strlen(TOK));
+    kiln_test_write_file(p, TOK, strlen(TOK));
     snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
-    spit(p, TC, strlen(TC));
-    const char *out = tmp_path("hfvocab.gguf");
+    kiln_test_write_file(p, TC, strlen(TC));
+    const char *out = kiln_test_tmp_path("hfvocab.gguf");
     kiln_convert_opts o = {.outtype = KILN_OUT_F32};
     kiln_write_opts wo = {.force = true};
     kiln_err err = {{0}};
@@ -809,7 +776,7 @@ static void test_spm_reader(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
     size_t len;
-    uint8_t *buf = slurp(kiln_shared_path("models/llama/tokenizer.model"), &len);
+    uint8_t *buf = kiln_test_read_file(kiln_shared_path("models/llama/tokenizer.model"), &len);
     assert_non_null(buf);
     cv_spm s;
     kiln_err err = {{0}};

@@ -16,27 +16,6 @@
 #include "../core/gguf.h"
 #include "../core/types.h"
 
-static char *tmp_path(const char *name) {
-    static char buf[8][512];
-    static int slot;
-    char *b = buf[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static uint8_t *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* Writes a file with one key of every value type and `n_types` tensors. */
 static void write_sample(const char *path, bool all_types, const kiln_write_opts *opts) {
     kiln_err err = {{0}};
@@ -147,7 +126,7 @@ static void check_sample(kiln_gguf *g, bool all_types) {
 }
 
 static void test_round_trip(void **state) {
-    const char *path = tmp_path("rt.gguf");
+    const char *path = kiln_test_tmp_path("rt.gguf");
     write_sample(path, true, NULL);
     kiln_err err;
     kiln_gguf *g = kiln_gguf_open(path, &err);
@@ -165,7 +144,7 @@ static void test_round_trip(void **state) {
 }
 
 static void test_refuses_overwrite(void **state) {
-    const char *path = tmp_path("ow.gguf");
+    const char *path = kiln_test_tmp_path("ow.gguf");
     write_sample(path, false, NULL);
     kiln_err err;
     kiln_gguf_writer *w = kiln_writer_new(path, NULL, &err);
@@ -183,7 +162,7 @@ static void test_refuses_overwrite(void **state) {
     assert_non_null(strstr(err.msg, "input"));
     kiln_writer_abort(w);
     /* an unfinished tensor aborts and leaves neither file nor temp */
-    const char *p2 = tmp_path("partial.gguf");
+    const char *p2 = kiln_test_tmp_path("partial.gguf");
     w = kiln_writer_new(p2, NULL, &err);
     kiln_writer_add_tensor(w, "x", KILN_F32, 1, ne, &err);
     assert_int_equal(kiln_writer_begin(w, &err), 0);
@@ -198,7 +177,7 @@ static void test_refuses_overwrite(void **state) {
 }
 
 static void test_split(void **state) {
-    const char *path = tmp_path("split.gguf");
+    const char *path = kiln_test_tmp_path("split.gguf");
     kiln_write_opts o = {.split_max_tensors = 4};
     write_sample(path, true, &o);
     kiln_err err;
@@ -221,7 +200,8 @@ static void test_split(void **state) {
     /* later shards carry only the split keys */
     snprintf(name, sizeof name, "%s/split-%05d-of-%05d.gguf", kiln_test_tmpdir(), shards, shards);
     size_t len;
-    uint8_t *buf = read_all(name, &len);
+    uint8_t *buf = kiln_test_read_file(name, &len);
+    assert_non_null(buf);
     kiln_gguf *last = kiln_gguf_parse(buf, len, name, &err);
     assert_non_null(last);
     assert_int_equal(last->n_kv, 3);
@@ -244,10 +224,11 @@ static void test_split(void **state) {
 /* Truncating a valid file at every byte must give an error each time,
  * except at lengths that still hold every tensor byte (trailing padding). */
 static void test_truncation(void **state) {
-    const char *path = tmp_path("trunc.gguf");
+    const char *path = kiln_test_tmp_path("trunc.gguf");
     write_sample(path, false, NULL);
     size_t len;
-    uint8_t *full = read_all(path, &len);
+    uint8_t *full = kiln_test_read_file(path, &len);
+    assert_non_null(full);
     kiln_err err;
     kiln_gguf *g = kiln_gguf_parse(full, len, path, &err);
     assert_non_null(g);
@@ -273,7 +254,7 @@ static void test_truncation(void **state) {
 
 /* Corrupting one field at a time gives an error that names it. */
 static void test_corruption(void **state) {
-    const char *path = tmp_path("corrupt.gguf");
+    const char *path = kiln_test_tmp_path("corrupt.gguf");
     kiln_err err;
     kiln_gguf_writer *w = kiln_writer_new(path, NULL, &err);
     kiln_writer_set_str(w, "general.architecture", "llama", &err);
@@ -287,7 +268,8 @@ static void test_corruption(void **state) {
     kiln_writer_write(w, zeros, 136, &err);
     assert_int_equal(kiln_writer_finish(w, &err), 0);
     size_t len;
-    uint8_t *orig = read_all(path, &len);
+    uint8_t *orig = kiln_test_read_file(path, &len);
+    assert_non_null(orig);
     /* layout: magic 0, version 4, n_tensors 8, n_kv 16, key0 at 24:
      * len(8) "general.architecture"(20) type(4) strlen(8) "llama"(5) = 45 -> 69
      * key1 at 69: len(8) "general.alignment"(17) type(4) u32(4) -> 102
@@ -404,11 +386,65 @@ static void test_golden_manifest(void **state) {
     assert_int_equal(rows, 948);
 }
 
+/* A metadata-only writer finished in memory gives the very bytes it would
+ * have written to a file, and the image opens like the file. */
+static void set_metadata_keys(kiln_gguf_writer *w) {
+    kiln_err err = {{0}};
+    const char *strs[3] = {"a", "", "ccc"};
+    assert_int_equal(kiln_writer_set_str(w, "general.architecture", "llama", &err), 0);
+    assert_int_equal(kiln_writer_set_u32(w, "general.alignment", 64, &err), 0);
+    assert_int_equal(kiln_writer_set_f32(w, "t.f32", 1.5f, &err), 0);
+    assert_int_equal(kiln_writer_set_str_arr(w, "t.arr_str", strs, 3, &err), 0);
+}
+
+static void test_memory_image(void **state) {
+    (void)state;
+    kiln_err err = {{0}};
+    const char *path = kiln_test_tmp_path("meta-only.gguf");
+    kiln_write_opts o = {.force = true};
+    kiln_gguf_writer *w = kiln_writer_new(path, &o, &err);
+    assert_non_null(w);
+    set_metadata_keys(w);
+    if (kiln_writer_finish(w, &err) < 0) fail_msg("%s", err.msg);
+
+    w = kiln_writer_new("in memory", NULL, &err);
+    assert_non_null(w);
+    set_metadata_keys(w);
+    uint8_t *image;
+    uint64_t len;
+    if (kiln_writer_finish_image(w, &image, &len, &err) < 0) fail_msg("%s", err.msg);
+    size_t file_len;
+    uint8_t *file = kiln_test_read_file(path, &file_len);
+    assert_non_null(file);
+    assert_int_equal(len, file_len);
+    assert_memory_equal(image, file, file_len);
+    free(file);
+
+    kiln_gguf *g = kiln_gguf_parse_owned(image, len, "in memory", &err);
+    if (!g) fail_msg("%s", err.msg);
+    assert_int_equal(g->n_kv, 4);
+    assert_int_equal(g->n_tensors, 0);
+    kiln_str arch;
+    assert_true(kiln_gguf_get_str(g, "general.architecture", &arch));
+    assert_true(kiln_str_eq(arch, "llama"));
+    kiln_gguf_close(g);
+
+    /* tensors cannot go in memory */
+    w = kiln_writer_new("in memory", NULL, &err);
+    assert_non_null(w);
+    int64_t ne[1] = {32};
+    assert_int_equal(kiln_writer_add_tensor(w, "t", KILN_F32, 1, ne, &err), 0);
+    assert_int_equal(kiln_writer_finish_image(w, &image, &len, &err), -1);
+    assert_null(image);
+    assert_non_null(strstr(err.msg, "metadata only"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_refuses_overwrite),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_memory_image),
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_golden_manifest),

@@ -23,37 +23,6 @@
 
 /* ---- helpers --------------------------------------------------------- */
 
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
-static void write_bytes(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static const char *tmp_path(const char *name) {
-    static char bufs[4][512];
-    static int slot;
-    char *b = bufs[slot++ & 3];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
 /* A deterministic synthetic logit set: n_seqs prompts of 5 + 3i tokens. */
 static void synthetic_set(kiln_logit_set *s, uint32_t n_vocab, uint32_t n_seqs) {
     memset(s, 0, sizeof *s);
@@ -67,8 +36,7 @@ static void synthetic_set(kiln_logit_set *s, uint32_t n_vocab, uint32_t n_seqs) 
         assert_non_null(lg);
         for (uint32_t t = 0; t < n; t++) ids[t] = (int32_t)((t * 7 + i) % n_vocab);
         for (uint64_t k = 0; k < (uint64_t)n * n_vocab; k++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            lg[k] = (float)((double)(x >> 11) / 9007199254740992.0 * 20 - 10);
+            lg[k] = (float)((double)(kiln_test_xorshift64(&x) >> 11) / 9007199254740992.0 * 20 - 10);
         }
         assert_int_equal(kiln_logit_set_add(s, n, ids, lg, NULL), 0);
     }
@@ -143,10 +111,10 @@ static void test_klgt_round_trip_is_byte_exact(void **state) {
     kiln_logit_set s;
     kiln_err err = {{0}};
     if (kiln_klgt_read(src, &s, &err)) fail_msg("%s", err.msg);
-    const char *out = tmp_path("rt.logits");
+    const char *out = kiln_test_tmp_path("rt.logits");
     if (kiln_klgt_write(out, &s, true, &err)) fail_msg("%s", err.msg);
     size_t na, nb;
-    unsigned char *a = read_bytes(src, &na), *b = read_bytes(out, &nb);
+    unsigned char *a = kiln_test_read_file(src, &na), *b = kiln_test_read_file(out, &nb);
     assert_non_null(a);
     assert_non_null(b);
     assert_int_equal(na, nb);
@@ -171,19 +139,19 @@ static void expect_klgt_error(const char *path, const char *pattern) {
 static void test_klgt_errors(void **state) {
     kiln_logit_set s;
     synthetic_set(&s, 64, 2);
-    const char *good = tmp_path("good.logits");
+    const char *good = kiln_test_tmp_path("good.logits");
     kiln_err err = {{0}};
     if (kiln_klgt_write(good, &s, true, &err)) fail_msg("%s", err.msg);
     size_t n;
-    unsigned char *b = read_bytes(good, &n);
+    unsigned char *b = kiln_test_read_file(good, &n);
     assert_non_null(b);
-    const char *bad = tmp_path("bad.logits");
+    const char *bad = kiln_test_tmp_path("bad.logits");
 
     /* cut inside the header, inside prompt 0's ids, inside prompt 1's logits */
     size_t cuts[] = {2, 10, 16 + 4 + 8, n - 1};
     const char *fields[] = {"magic", "n_vocab", "prompt[0].n_tokens", "prompt[1].n_tokens"};
     for (int i = 0; i < 4; i++) {
-        write_bytes(bad, b, cuts[i]);
+        kiln_test_write_file(bad, b, cuts[i]);
         expect_klgt_error(bad, "truncated");
         kiln_logit_set none;
         kiln_klgt_read(bad, &none, &err);
@@ -192,25 +160,25 @@ static void test_klgt_errors(void **state) {
     unsigned char *c = malloc(n + 3);
     memcpy(c, b, n);
     memcpy(c + n, "xyz", 3);
-    write_bytes(bad, c, n + 3);
+    kiln_test_write_file(bad, c, n + 3);
     expect_klgt_error(bad, "unexpected bytes");
     memcpy(c, b, n);
     c[0] = 'X';
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_klgt_error(bad, "not a KLGT");
     memcpy(c, b, n);
     c[4] = 9;
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_klgt_error(bad, "version");
     memcpy(c, b, n);
     c[20] = 0xff; /* prompt 0's first id becomes huge */
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_klgt_error(bad, "outside the vocabulary");
     memcpy(c, b, n);
     c[16] = 0xff, c[17] = 0xff, c[18] = 0xff, c[19] = 0x7f; /* absurd n_tokens */
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_klgt_error(bad, "prompt[0].n_tokens");
-    expect_klgt_error(tmp_path("missing.logits"), "cannot open");
+    expect_klgt_error(kiln_test_tmp_path("missing.logits"), "cannot open");
     free(c);
     free(b);
     kiln_logit_set_free(&s);
@@ -376,7 +344,7 @@ static void test_thresholds_name_what_fails(void **state) {
 static void test_lgf_round_trip(void **state) {
     kiln_logit_set s;
     synthetic_set(&s, 300, 3);
-    const char *p32 = tmp_path("rt32.golden"), *p16 = tmp_path("rt16.golden");
+    const char *p32 = kiln_test_tmp_path("rt32.golden"), *p16 = kiln_test_tmp_path("rt16.golden");
     write_lgf(p32, &s, KILN_GOLDEN_KIND, false);
     write_lgf(p16, &s, KILN_GOLDEN_KIND, true);
     kiln_golden g;
@@ -423,13 +391,13 @@ static void test_lgf_is_compact(void **state) {
     kiln_err err = {{0}};
     const char *src = kiln_shared_path("golden/logits/llama-f32.logits");
     if (kiln_klgt_read(src, &s, &err)) fail_msg("%s", err.msg);
-    const char *p32 = tmp_path("c32.golden"), *p16 = tmp_path("c16.golden");
+    const char *p32 = kiln_test_tmp_path("c32.golden"), *p16 = kiln_test_tmp_path("c16.golden");
     write_lgf(p32, &s, KILN_GOLDEN_KIND, false);
     write_lgf(p16, &s, KILN_GOLDEN_KIND, true);
     size_t n0, n32, n16;
-    free(read_bytes(src, &n0));
-    free(read_bytes(p32, &n32));
-    free(read_bytes(p16, &n16));
+    free(kiln_test_read_file(src, &n0));
+    free(kiln_test_read_file(p32, &n32));
+    free(kiln_test_read_file(p16, &n16));
     print_message("# llama-f32 logits: KLGT %zu bytes, kiln f32 %zu, kiln f16 %zu\n", n0, n32, n16);
     assert_true(n32 < n0 * 9 / 10);
     assert_true(n16 < n0 / 2);
@@ -447,17 +415,17 @@ static void expect_load_error(const char *path, const char *pattern) {
 static void test_lgf_corruption_is_detected(void **state) {
     kiln_logit_set s;
     synthetic_set(&s, 128, 3);
-    const char *good = tmp_path("good.golden"), *bad = tmp_path("bad.golden");
+    const char *good = kiln_test_tmp_path("good.golden"), *bad = kiln_test_tmp_path("bad.golden");
     write_lgf(good, &s, KILN_GOLDEN_KIND, false);
     size_t n;
-    unsigned char *b = read_bytes(good, &n);
+    unsigned char *b = kiln_test_read_file(good, &n);
     assert_non_null(b);
     unsigned char *c = malloc(n + 1);
     int flips = 0;
     for (size_t at = 0; at < n; at += at < 128 ? 1 : 97) {
         memcpy(c, b, n);
         c[at] ^= 0x10;
-        write_bytes(bad, c, n);
+        kiln_test_write_file(bad, c, n);
         kiln_golden g;
         kiln_err err = {{0}};
         if (kiln_golden_load(bad, &g, &err) == 0) fail_msg("flipping byte %zu of %zu went unnoticed", at, n);
@@ -465,28 +433,28 @@ static void test_lgf_corruption_is_detected(void **state) {
         flips++;
     }
     for (size_t cut = 0; cut < n; cut += cut < 64 ? 7 : 211) {
-        write_bytes(bad, b, cut);
+        kiln_test_write_file(bad, b, cut);
         kiln_golden g;
         kiln_err err = {{0}};
         if (kiln_golden_load(bad, &g, &err) == 0) fail_msg("cut at %zu of %zu went unnoticed", cut, n);
     }
-    write_bytes(bad, b, n - 1);
+    kiln_test_write_file(bad, b, n - 1);
     expect_load_error(bad, "truncated");
-    write_bytes(bad, b, 40);
+    kiln_test_write_file(bad, b, 40);
     expect_load_error(bad, "meta");
     memcpy(c, b, n);
     c[n] = 0;
-    write_bytes(bad, c, n + 1);
+    kiln_test_write_file(bad, c, n + 1);
     expect_load_error(bad, "unexpected bytes");
     memcpy(c, b, n);
     c[30] ^= 1;
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_load_error(bad, "header checksum");
     memcpy(c, b, n);
     c[n - 6] ^= 0x55;
-    write_bytes(bad, c, n);
+    kiln_test_write_file(bad, c, n);
     expect_load_error(bad, "corrupt");
-    write_bytes(bad, "GGUF\3\0\0\0", 8);
+    kiln_test_write_file(bad, "GGUF\3\0\0\0", 8);
     expect_load_error(bad, "neither a kiln golden file nor a KLGT");
     print_message("# %d single-byte corruptions of a %zu-byte file all detected\n", flips, n);
     free(b);
@@ -524,8 +492,8 @@ static void test_fingerprints_relate_models(void **state) {
 }
 
 static void test_prompts_file(void **state) {
-    const char *p = tmp_path("prompts.txt");
-    write_bytes(p, "first line\n\n  second\r\nthird", 27);
+    const char *p = kiln_test_tmp_path("prompts.txt");
+    kiln_test_write_file(p, "first line\n\n  second\r\nthird", 27);
     char **lines;
     size_t n;
     kiln_err err = {{0}};
@@ -538,7 +506,7 @@ static void test_prompts_file(void **state) {
     assert_int_equal(kiln_golden_read_prompts(p, 2, &lines, &n, &err), 0);
     assert_int_equal(n, 2);
     kiln_golden_free_prompts(lines, n);
-    write_bytes(p, "\n\n", 2);
+    kiln_test_write_file(p, "\n\n", 2);
     assert_int_equal(kiln_golden_read_prompts(p, 0, &lines, &n, &err), -1);
     assert_non_null(strstr(err.msg, "no prompt"));
 }

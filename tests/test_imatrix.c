@@ -27,21 +27,6 @@
 
 static const char *FIXTURES[] = {"llama", "mixtral", "qwen2"};
 
-static const char *tmp(const char *name) {
-    static char bufs[8][512];
-    static int slot;
-    char *b = bufs[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static void put_file(const char *path, const void *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(d, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
 static char *calib(const char *const *paths, int n, const char *field, size_t *len) {
     kiln_err err = {{0}};
     char *t = NULL;
@@ -80,8 +65,8 @@ static void write_archive(const char *path, bool zip, const char *const *names, 
 static void calib_sources_agree(void **state) {
     (void)state;
     size_t n = strlen(SAMPLE), len;
-    put_file(tmp("plain.txt"), SAMPLE, n);
-    const char *plain[] = {tmp("plain.txt")};
+    kiln_test_write_file(kiln_test_tmp_path("plain.txt"), SAMPLE, n);
+    const char *plain[] = {kiln_test_tmp_path("plain.txt")};
     char *want = calib(plain, 1, NULL, &len);
     assert_int_equal(len, n);
     assert_memory_equal(want, SAMPLE, n);
@@ -91,8 +76,8 @@ static void calib_sources_agree(void **state) {
     char *z = malloc(bound);
     size_t zn = ZSTD_compress(z, bound, SAMPLE, n, 3);
     assert_false(ZSTD_isError(zn));
-    put_file(tmp("c.txt.zst"), z, zn);
-    const char *zp[] = {tmp("c.txt.zst")};
+    kiln_test_write_file(kiln_test_tmp_path("c.txt.zst"), z, zn);
+    const char *zp[] = {kiln_test_tmp_path("c.txt.zst")};
     char *got = calib(zp, 1, NULL, &len);
     assert_int_equal(len, n);
     assert_memory_equal(got, want, n);
@@ -110,8 +95,8 @@ static void calib_sources_agree(void **state) {
         strcat(jl, line);
         p = nl + 1;
     }
-    put_file(tmp("c.jsonl"), jl, strlen(jl));
-    const char *jp[] = {tmp("c.jsonl")};
+    kiln_test_write_file(kiln_test_tmp_path("c.jsonl"), jl, strlen(jl));
+    const char *jp[] = {kiln_test_tmp_path("c.jsonl")};
     got = calib(jp, 1, NULL, &len);
     char *tabless = strdup(SAMPLE);
     for (char *t = tabless; *t; t++)
@@ -124,31 +109,31 @@ static void calib_sources_agree(void **state) {
     char *t = NULL;
     assert_int_equal(kiln_calib_read(jp, 1, "content", &t, &len, &err), -1);
     assert_non_null(strstr(err.msg, "c.jsonl: line 1: no string field \"content\""));
-    put_file(tmp("d.jsonl"), "{\"content\": \"a\"}\n\n{\"content\": \"b\"}\n", 35);
-    const char *dp[] = {tmp("d.jsonl")};
+    kiln_test_write_file(kiln_test_tmp_path("d.jsonl"), "{\"content\": \"a\"}\n\n{\"content\": \"b\"}\n", 35);
+    const char *dp[] = {kiln_test_tmp_path("d.jsonl")};
     got = calib(dp, 1, "content", &len);
     assert_string_equal(got, "a\nb");
     free(got);
-    put_file(tmp("e.jsonl"), "{\"text\": \"a\"}\nnot json\n", 23);
-    const char *ep[] = {tmp("e.jsonl")};
+    kiln_test_write_file(kiln_test_tmp_path("e.jsonl"), "{\"text\": \"a\"}\nnot json\n", 23);
+    const char *ep[] = {kiln_test_tmp_path("e.jsonl")};
     assert_int_equal(kiln_calib_read(ep, 1, NULL, &t, &len, &err), -1);
     assert_non_null(strstr(err.msg, "e.jsonl: line 2: not JSON"));
 
     /* several files, and tar and zip archives of the same two halves */
     const char *half2 = strstr(SAMPLE, "If I");
     char *half1 = strndup(SAMPLE, (size_t)(half2 - SAMPLE));
-    put_file(tmp("h1.txt"), half1, strlen(half1));
-    put_file(tmp("h2.txt"), half2, strlen(half2));
-    const char *hp[] = {tmp("h1.txt"), tmp("h2.txt")};
+    kiln_test_write_file(kiln_test_tmp_path("h1.txt"), half1, strlen(half1));
+    kiln_test_write_file(kiln_test_tmp_path("h2.txt"), half2, strlen(half2));
+    const char *hp[] = {kiln_test_tmp_path("h1.txt"), kiln_test_tmp_path("h2.txt")};
     got = calib(hp, 2, NULL, &len);
     assert_int_equal(len, n);
     assert_memory_equal(got, want, n);
     free(got);
     const char *names[] = {"set/a.txt", "set/.hidden", "set/b.txt"};
     const char *data[] = {half1, "junk that must not appear", half2};
-    write_archive(tmp("c.tar"), false, names, data, 3);
-    write_archive(tmp("c.zip"), true, names, data, 3);
-    const char *ap[] = {tmp("c.tar"), tmp("c.zip")};
+    write_archive(kiln_test_tmp_path("c.tar"), false, names, data, 3);
+    write_archive(kiln_test_tmp_path("c.zip"), true, names, data, 3);
+    const char *ap[] = {kiln_test_tmp_path("c.tar"), kiln_test_tmp_path("c.zip")};
     for (int i = 0; i < 2; i++) {
         got = calib(&ap[i], 1, NULL, &len);
         assert_int_equal(len, n);
@@ -156,14 +141,14 @@ static void calib_sources_agree(void **state) {
         free(got);
     }
     /* documents without a final newline are joined by one */
-    put_file(tmp("x.txt"), "end", 3);
-    put_file(tmp("y.txt"), "start", 5);
-    const char *xy[] = {tmp("x.txt"), tmp("y.txt")};
+    kiln_test_write_file(kiln_test_tmp_path("x.txt"), "end", 3);
+    kiln_test_write_file(kiln_test_tmp_path("y.txt"), "start", 5);
+    const char *xy[] = {kiln_test_tmp_path("x.txt"), kiln_test_tmp_path("y.txt")};
     got = calib(xy, 2, NULL, &len);
     assert_string_equal(got, "end\nstart");
     free(got);
     /* missing file */
-    const char *missing[] = {tmp("nope.txt")};
+    const char *missing[] = {kiln_test_tmp_path("nope.txt")};
     assert_int_equal(kiln_calib_read(missing, 1, NULL, &t, &len, &err), -1);
     assert_non_null(strstr(err.msg, "nope.txt: cannot open"));
     free(half1);
@@ -295,8 +280,8 @@ static void collector_hook(void **state) {
     assert_true(fabs(se->zero_share - 0.5) < 1e-12);
     free(st);
     /* the GGUF file holds them too, and reads back */
-    assert_int_equal(kiln_imatrix_write_gguf(im, tmp("partial.gguf"), true, &err), 0);
-    kiln_imatrix *back = kiln_imatrix_read(tmp("partial.gguf"), &err);
+    assert_int_equal(kiln_imatrix_write_gguf(im, kiln_test_tmp_path("partial.gguf"), true, &err), 0);
+    kiln_imatrix *back = kiln_imatrix_read(kiln_test_tmp_path("partial.gguf"), &err);
     assert_non_null(back);
     assert_true(kiln_imatrix_find(back, "blk.0.ffn_up_exps.weight")->counts[3] == 0);
     kiln_imatrix_free(back);
@@ -354,11 +339,11 @@ static void checkpoint_round_trip(void **state) {
                           .chunk_base = 4, .process_output = true, .with_sum = true, .nll = 1.5, .nll2 = 2.25,
                           .ppl_count = 63, .n_datasets = 2, .datasets = ds};
     kiln_err err = {{0}};
-    if (kiln_imx_ckpt_write(tmp("run.ckpt"), &c, &info, &err) < 0) fail_msg("%s", err.msg);
+    if (kiln_imx_ckpt_write(kiln_test_tmp_path("run.ckpt"), &c, &info, &err) < 0) fail_msg("%s", err.msg);
     kiln_imx_collector r;
     kiln_imx_collector_init(&r, NULL, false, true);
     kiln_imx_ckpt got;
-    if (kiln_imx_ckpt_read(tmp("run.ckpt"), &r, &got, &err) < 0) fail_msg("%s", err.msg);
+    if (kiln_imx_ckpt_read(kiln_test_tmp_path("run.ckpt"), &r, &got, &err) < 0) fail_msg("%s", err.msg);
     assert_true(got.model_hash == 0x1234 && got.tokens_hash == 0x5678);
     assert_int_equal(got.n_ctx, 16);
     assert_int_equal(got.chunks_done, 9);
@@ -383,10 +368,10 @@ static void checkpoint_round_trip(void **state) {
     /* an imatrix is not a checkpoint */
     kiln_imatrix *im = kiln_imatrix_new();
     assert_non_null(kiln_imatrix_add(im, "blk.0.attn_k.weight", 16, 1, false, &err));
-    assert_int_equal(kiln_imatrix_write_gguf(im, tmp("not.ckpt"), true, &err), 0);
+    assert_int_equal(kiln_imatrix_write_gguf(im, kiln_test_tmp_path("not.ckpt"), true, &err), 0);
     kiln_imatrix_free(im);
     kiln_imx_collector_init(&r, NULL, false, false);
-    assert_int_equal(kiln_imx_ckpt_read(tmp("not.ckpt"), &r, &got, &err), -1);
+    assert_int_equal(kiln_imx_ckpt_read(kiln_test_tmp_path("not.ckpt"), &r, &got, &err), -1);
     assert_non_null(strstr(err.msg, "not a kiln imatrix checkpoint"));
     kiln_imx_collector_free(&r);
 }
@@ -442,9 +427,9 @@ static void merge_files(void **state) {
     /* statistics of another shape for the same weight */
     kiln_imatrix *other = kiln_imatrix_new();
     assert_non_null(kiln_imatrix_add(other, "blk.0.attn_q.weight", 128, 1, false, &err));
-    assert_int_equal(kiln_imatrix_write_gguf(other, tmp("other.gguf"), true, &err), 0);
+    assert_int_equal(kiln_imatrix_write_gguf(other, kiln_test_tmp_path("other.gguf"), true, &err), 0);
     kiln_imatrix_free(other);
-    const char *bad[] = {two[0], tmp("other.gguf")};
+    const char *bad[] = {two[0], kiln_test_tmp_path("other.gguf")};
     assert_null(kiln_imatrix_read_all(bad, 2, 0, &err));
     assert_non_null(strstr(err.msg, "other.gguf: cannot be merged"));
 }
@@ -535,8 +520,8 @@ static void golden_equal(const char *fx) {
     assert_true(worst <= 1e-4);
     /* written as llama.cpp writes it: the same bytes apart from the sums */
     snprintf(gp, sizeof gp, "%s.gguf", fx);
-    assert_int_equal(kiln_imatrix_write_gguf(r.im, tmp(gp), true, &err), 0);
-    kiln_gguf *a = kiln_gguf_open(tmp(gp), &err), *b = kiln_gguf_open(kiln_shared_path("golden/imatrix/llama.imatrix.gguf"), &err);
+    assert_int_equal(kiln_imatrix_write_gguf(r.im, kiln_test_tmp_path(gp), true, &err), 0);
+    kiln_gguf *a = kiln_gguf_open(kiln_test_tmp_path(gp), &err), *b = kiln_gguf_open(kiln_shared_path("golden/imatrix/llama.imatrix.gguf"), &err);
     assert_non_null(a);
     assert_non_null(b);
     assert_int_equal(a->n_kv, b->n_kv);
@@ -583,7 +568,7 @@ static void resume_after_kill(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
     kiln_err err = {{0}};
-    const char *ck = tmp("kill.ckpt");
+    const char *ck = kiln_test_tmp_path("kill.ckpt");
     remove(ck);
     kiln_imx_run_params p = {.compute_ppl = true, .datasets = &DATASET, .n_datasets = 1, .with_sum = true};
     kiln_imx_run_result one, part, rest;
@@ -648,7 +633,7 @@ static double quantized_ppl(const char *preset, const kiln_imatrix *im, const ch
                          .force = true};
     if (kiln_quant_target_parse(preset, &o.target, &err) < 0) fail_msg("%s", err.msg);
     kiln_quant_report rep;
-    const char *out = tmp("mixtral-q.gguf");
+    const char *out = kiln_test_tmp_path("mixtral-q.gguf");
     int rc = kiln_quantize_model(kiln_shared_path("golden/gguf/mixtral-f32.gguf"), out, &o, &rep, &err);
     kiln_quant_report_free(&rep);
     if (rc < 0) fail_msg("quantize %s: %s", preset, err.msg);

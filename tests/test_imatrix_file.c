@@ -12,38 +12,6 @@
 
 static const char *FIXTURES[] = {"llama", "mixtral", "qwen2"};
 
-static char *read_all(const char *path, long *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)*n + 1);
-    if (p && fread(p, 1, (size_t)*n, f) != (size_t)*n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    return p;
-}
-
-static bool same_file(const char *a, const char *b) {
-    long na, nb;
-    char *pa = read_all(a, &na), *pb = read_all(b, &nb);
-    bool same = pa && pb && na == nb && !memcmp(pa, pb, (size_t)na);
-    free(pa);
-    free(pb);
-    return same;
-}
-
-static const char *tmp(const char *name) {
-    static char bufs[4][512];
-    static int slot;
-    char *b = bufs[slot++ & 3];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
 static kiln_imatrix *must_read(const char *path) {
     kiln_err err = {{0}};
     kiln_imatrix *im = kiln_imatrix_read(path, &err);
@@ -107,11 +75,11 @@ static void writes_llama_bytes(void **state) {
         snprintf(dp, sizeof dp, "golden/imatrix/%s.imatrix.dat", FIXTURES[f]);
         kiln_imatrix *g = must_read(kiln_shared_path(gp));
         kiln_err err = {{0}};
-        const char *og = tmp("w.gguf"), *od = tmp("w.dat");
+        const char *og = kiln_test_tmp_path("w.gguf"), *od = kiln_test_tmp_path("w.dat");
         if (kiln_imatrix_write_gguf(g, og, true, &err) < 0) fail_msg("%s", err.msg);
         if (kiln_imatrix_write_dat(g, od, true, &err) < 0) fail_msg("%s", err.msg);
-        assert_true(same_file(og, kiln_shared_path(gp)));
-        assert_true(same_file(od, kiln_shared_path(dp)));
+        assert_true(kiln_test_same_file(og, kiln_shared_path(gp)));
+        assert_true(kiln_test_same_file(od, kiln_shared_path(dp)));
         /* never over an existing file without force */
         assert_int_equal(kiln_imatrix_write_dat(g, od, false, &err), -1);
         assert_non_null(strstr(err.msg, "exists"));
@@ -127,10 +95,10 @@ static void dat_round_trip(void **state) {
         snprintf(dp, sizeof dp, "golden/imatrix/%s.imatrix.dat", FIXTURES[f]);
         kiln_imatrix *d = must_read(kiln_shared_path(dp));
         kiln_err err = {{0}};
-        if (kiln_imatrix_write_gguf(d, tmp("rt.gguf"), true, &err) < 0) fail_msg("%s", err.msg);
-        kiln_imatrix *g = must_read(tmp("rt.gguf"));
-        if (kiln_imatrix_write_dat(g, tmp("rt.dat"), true, &err) < 0) fail_msg("%s", err.msg);
-        assert_true(same_file(tmp("rt.dat"), kiln_shared_path(dp)));
+        if (kiln_imatrix_write_gguf(d, kiln_test_tmp_path("rt.gguf"), true, &err) < 0) fail_msg("%s", err.msg);
+        kiln_imatrix *g = must_read(kiln_test_tmp_path("rt.gguf"));
+        if (kiln_imatrix_write_dat(g, kiln_test_tmp_path("rt.dat"), true, &err) < 0) fail_msg("%s", err.msg);
+        assert_true(kiln_test_same_file(kiln_test_tmp_path("rt.dat"), kiln_shared_path(dp)));
         kiln_imatrix_free(g);
         kiln_imatrix_free(d);
     }
@@ -205,15 +173,15 @@ static void bad_files(void **state) {
     (void)state;
     kiln_err err = {{0}};
     /* truncated .dat: one entry promised, name runs past the end */
-    FILE *f = fopen(tmp("trunc.dat"), "wb");
+    FILE *f = fopen(kiln_test_tmp_path("trunc.dat"), "wb");
     int32_t hdr[2] = {1, 40};
     fwrite(hdr, 4, 2, f);
     fwrite("blk.0.attn_q.weight.", 1, 20, f);
     fclose(f);
-    assert_null(kiln_imatrix_read(tmp("trunc.dat"), &err));
+    assert_null(kiln_imatrix_read(kiln_test_tmp_path("trunc.dat"), &err));
     assert_non_null(strstr(err.msg, "trunc.dat: entry 0 at offset 8"));
     /* a NaN in the values */
-    f = fopen(tmp("nan.dat"), "wb");
+    f = fopen(kiln_test_tmp_path("nan.dat"), "wb");
     int32_t a[3] = {1, 1, 0};
     fwrite(a, 4, 2, f);
     fwrite("w", 1, 1, f);
@@ -222,9 +190,9 @@ static void bad_files(void **state) {
     float v[2] = {1.0f, NAN};
     fwrite(v, 4, 2, f);
     fclose(f);
-    assert_null(kiln_imatrix_read(tmp("nan.dat"), &err));
+    assert_null(kiln_imatrix_read(kiln_test_tmp_path("nan.dat"), &err));
     assert_non_null(strstr(err.msg, "not finite"));
-    assert_null(kiln_imatrix_read(tmp("missing.dat"), &err));
+    assert_null(kiln_imatrix_read(kiln_test_tmp_path("missing.dat"), &err));
     assert_non_null(strstr(err.msg, "cannot open"));
     if (kiln_shared()) {
         assert_null(kiln_imatrix_read(kiln_shared_path("golden/gguf/llama-f32.gguf"), &err));

@@ -22,20 +22,8 @@ static const bound BOUNDS[] = {
 #define N_BOUNDS (sizeof BOUNDS / sizeof BOUNDS[0])
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(void) {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return ((rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-/* Student-t with 3 degrees of freedom: the heavy tails real weights have. */
-static float heavy(void) {
-    double z = sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform());
-    double c = 0;
-    for (int i = 0; i < 3; i++) {
-        double g = sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform());
-        c += g * g;
-    }
-    return (float)(0.02 * z / sqrt(c / 3));
-}
+static double uniform(void) { return kiln_test_uniform(&rng); }
+static float heavy(void) { return kiln_test_heavy(&rng); }
 
 static void fill(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = heavy();

@@ -23,12 +23,7 @@
 #include "../quantize/search.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
-}
+static uint32_t rnd(void) { return (uint32_t)(kiln_test_xorshift64(&rng) >> 32); }
 static double uniform(void) { return (rnd() + 0.5) / 4294967296.0; }
 /* 0.02 * Student-t(3): heavy-tailed like real weights. */
 static float heavy(void) {
@@ -280,17 +275,6 @@ static void test_search_properties(void **state) {
 
 /* ------------------------------------------------------ codec behaviour */
 
-static double wrmse(const float *a, const float *b, int64_t rows, int64_t cols, const float *w) {
-    double num = 0, den = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            double d = (double)a[r * cols + c] - b[r * cols + c];
-            num += w[c] * d * d;
-            den += w[c];
-        }
-    return sqrt(num / den);
-}
-
 /* The imatrix path lowers the imatrix-weighted error, and threads or row
  * chunking never change a byte. */
 static void test_imatrix_and_threads(void **state) {
@@ -306,10 +290,10 @@ static void test_imatrix_and_threads(void **state) {
         kiln_err err;
         assert_int_equal(kiln_quantize_rows(types[t], x, a, ROWS, COLS, NULL, &err), row * ROWS);
         cd->dequantize_row(a, y, ROWS * COLS);
-        double plain = wrmse(x, y, ROWS, COLS, w);
+        double plain = kiln_test_wrmse(x, y, w, ROWS, COLS);
         assert_int_equal(kiln_quantize_rows(types[t], x, a, ROWS, COLS, w, &err), row * ROWS);
         cd->dequantize_row(a, y, ROWS * COLS);
-        double weighted = wrmse(x, y, ROWS, COLS, w);
+        double weighted = kiln_test_wrmse(x, y, w, ROWS, COLS);
         printf("# %s weighted rmse: reference %.6f, imatrix %.6f\n", kiln_type_name(types[t]),
                plain, weighted);
         assert_true(weighted < plain);

@@ -37,12 +37,7 @@ static const kq_case KQ[] = {
 #define N_KQ (sizeof KQ / sizeof KQ[0])
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t next_u32(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
-}
+static uint32_t next_u32(void) { return (uint32_t)(kiln_test_xorshift64(&rng) >> 32); }
 
 static void test_kscales_round_trip(void **state) {
     (void)state;

@@ -19,12 +19,7 @@ static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_
 #define N_LEVELS 3
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
 static float uniform(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0)); }
 
 /* Q8_0 rounds x / d half away from zero (roundf), including the float just

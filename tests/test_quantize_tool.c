@@ -17,19 +17,6 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static const char *tmp(const char *name) {
-    static char bufs[8][512];
-    static int slot;
-    char *b = bufs[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static bool exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
 static kiln_quant_opts opts_for(const char *target) {
     kiln_quant_opts o = {.output_type = -1, .token_embd_type = -1, .force = true};
     kiln_err err;
@@ -57,8 +44,7 @@ static const kiln_quant_tensor *find(const kiln_quant_report *r, const char *nam
 static float noise(uint64_t *s) {
     float v = 0;
     for (int k = 0; k < 4; k++) {
-        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-        v += (float)(*s >> 40) / (float)(1 << 24) - 0.5f;
+        v += (float)(kiln_test_xorshift64(s) >> 40) / (float)(1 << 24) - 0.5f;
     }
     return v * 0.05f;
 }
@@ -300,16 +286,6 @@ static const struct {
     {"mixtral", "IQ2_XXS"}, {"qwen2", "Q8_0"},   {"qwen2", "Q4_K_M"}, {"qwen2", "Q2_K"},      {"qwen2", "IQ2_XXS"},
 };
 
-static bool same_bytes(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    int ca, cb;
-    while (same && ((ca = fgetc(fa)) != EOF) | ((cb = fgetc(fb)) != EOF)) same = ca == cb;
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 static char home[PATH_MAX];
 
 /* golden_presets works inside ../shared/golden; a failed assertion must
@@ -333,7 +309,7 @@ static void golden_presets(void **state) {
         snprintf(in, sizeof in, "gguf/%s-f32.gguf", GOLDEN[g].fixture);
         snprintf(ref, sizeof ref, "gguf/%s-%s.gguf", GOLDEN[g].fixture, GOLDEN[g].preset);
         snprintf(im, sizeof im, "imatrix/%s.imatrix.gguf", GOLDEN[g].fixture);
-        const char *out = tmp("golden-out.gguf");
+        const char *out = kiln_test_tmp_path("golden-out.gguf");
         kiln_quant_opts o = opts_for(GOLDEN[g].preset);
         kiln_err err = {{0}};
         kiln_imatrix *imx = NULL;
@@ -374,7 +350,7 @@ static void golden_presets(void **state) {
                          kiln_type_name(x->type));
             }
         }
-        bool same = same_bytes(ref, out);
+        bool same = kiln_test_same_file(ref, out);
         print_message("# %-8s %-8s types match, metadata match, %s%s\n", GOLDEN[g].fixture, GOLDEN[g].preset,
                       same ? "whole file byte-identical" : "file differs", iq2_total ? "" : "");
         if (iq2_total)
@@ -406,8 +382,8 @@ static void hf_one_step(void **state) {
         snprintf(ref, sizeof ref, "golden/gguf/%s-Q4_K_M.gguf", fixtures[f]);
         kiln_quant_opts o = opts_for("Q4_K_M");
         kiln_err err = {{0}};
-        if (run(kiln_shared_path(in), tmp("hf.gguf"), &o, NULL, &err) < 0) fail_msg("%s: %s", in, err.msg);
-        if (!same_bytes(tmp("hf.gguf"), kiln_shared_path(ref))) fail_msg("%s: differs from %s", in, ref);
+        if (run(kiln_shared_path(in), kiln_test_tmp_path("hf.gguf"), &o, NULL, &err) < 0) fail_msg("%s: %s", in, err.msg);
+        if (!kiln_test_same_file(kiln_test_tmp_path("hf.gguf"), kiln_shared_path(ref))) fail_msg("%s: differs from %s", in, ref);
         print_message("# %s -> Q4_K_M in one step: byte-identical to %s\n", in, ref);
     }
 }
@@ -416,7 +392,7 @@ static void hf_one_step(void **state) {
 
 static void fallback_paths(void **state) {
     (void)state;
-    const char *in = tmp("small.gguf"), *out = tmp("small-q4.gguf");
+    const char *in = kiln_test_tmp_path("small.gguf"), *out = kiln_test_tmp_path("small-q4.gguf");
     write_syn(in, SMALL, N_SMALL, 0, 0, NULL);
     kiln_quant_opts o = opts_for("Q4_K_M");
     kiln_quant_report r;
@@ -458,12 +434,12 @@ static void fallback_paths(void **state) {
     assert_int_equal(run(in, out, &o, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "blk.1.ffn_down.weight"));
     assert_non_null(strstr(err.msg, "--no-fallback"));
-    assert_false(exists(out));
+    assert_false(kiln_test_exists(out));
 }
 
 static void dry_run_and_overrides(void **state) {
     (void)state;
-    const char *in = tmp("small.gguf"), *out = tmp("dry.gguf");
+    const char *in = kiln_test_tmp_path("small.gguf"), *out = kiln_test_tmp_path("dry.gguf");
     write_syn(in, SMALL, N_SMALL, 0, 0, NULL);
     unlink(out);
     kiln_quant_opts o = opts_for("Q4_K_M");
@@ -476,7 +452,7 @@ static void dry_run_and_overrides(void **state) {
     o.dry_run = true;
     kiln_quant_report r;
     assert_int_equal(run(in, out, &o, &r, &err), 0);
-    assert_false(exists(out));
+    assert_false(kiln_test_exists(out));
     assert_int_equal(r.n_outputs, 0);
     assert_int_equal(r.n_tensors, N_SMALL);
     assert_int_equal(ov[0].hits, 2);
@@ -504,7 +480,7 @@ static void dry_run_and_overrides(void **state) {
 
 static void refusals(void **state) {
     (void)state;
-    const char *in = tmp("small.gguf"), *out = tmp("ref.gguf");
+    const char *in = kiln_test_tmp_path("small.gguf"), *out = kiln_test_tmp_path("ref.gguf");
     write_syn(in, SMALL, N_SMALL, 0, 0, NULL);
     kiln_err err = {{0}};
     /* IQ2_XXS without an imatrix: refused, with the reason */
@@ -513,7 +489,7 @@ static void refusals(void **state) {
     assert_int_equal(run(in, out, &o, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "needs an importance matrix"));
     assert_non_null(strstr(err.msg, "--imatrix"));
-    assert_false(exists(out));
+    assert_false(kiln_test_exists(out));
     /* an existing output without force; the input as output */
     o = opts_for("Q8_0");
     assert_int_equal(run(in, out, &o, NULL, &err), 0);
@@ -527,7 +503,7 @@ static void refusals(void **state) {
     syn q8[N_SMALL];
     memcpy(q8, SMALL, sizeof q8);
     q8[4].type = KILN_Q8_0;
-    const char *qin = tmp("small-q8.gguf");
+    const char *qin = kiln_test_tmp_path("small-q8.gguf");
     write_syn(qin, q8, N_SMALL, 0, 0, NULL);
     o = opts_for("Q4_K_M");
     assert_int_equal(run(qin, out, &o, NULL, &err), -1);
@@ -542,7 +518,7 @@ static void refusals(void **state) {
     o = opts_for("q8_0");
     assert_int_equal(run(qin, out, &o, NULL, &err), 0);
     /* NaN in a weight: refused, naming tensor and row */
-    const char *nin = tmp("nan.gguf");
+    const char *nin = kiln_test_tmp_path("nan.gguf");
     write_syn(nin, SMALL, N_SMALL, 0, 0, "blk.0.attn_v.weight");
     o = opts_for("Q4_K_M");
     assert_int_equal(run(nin, out, &o, NULL, &err), -1);
@@ -561,7 +537,7 @@ static void imatrix_paths(void **state) {
         {"blk.0.ffn_up_exps.weight", KILN_F32, 3, {256, 16, 4, 1}},
         {"blk.1.attn_v.weight", KILN_F32, 2, {256, 64, 1, 1}},
     };
-    const char *in = tmp("moe.gguf"), *out = tmp("moe-iq2.gguf");
+    const char *in = kiln_test_tmp_path("moe.gguf"), *out = kiln_test_tmp_path("moe-iq2.gguf");
     write_syn(in, MOE, 4, 4, 0, NULL);
     kiln_err err = {{0}};
     kiln_imatrix *im = kiln_imatrix_new();
@@ -643,10 +619,10 @@ static void tensor_checks(void **state) {
 
 static void split_outputs(void **state) {
     (void)state;
-    const char *in = tmp("split-in.gguf"), *out = tmp("split-out.gguf");
+    const char *in = kiln_test_tmp_path("split-in.gguf"), *out = kiln_test_tmp_path("split-out.gguf");
     write_syn(in, SMALL, N_SMALL, 0, 4, NULL); /* 3 shards of <= 4 tensors */
-    const char *first = tmp("split-in-00001-of-00003.gguf");
-    assert_true(exists(first));
+    const char *first = kiln_test_tmp_path("split-in-00001-of-00003.gguf");
+    assert_true(kiln_test_exists(first));
     kiln_quant_opts o = opts_for("Q8_0");
     o.keep_split = true;
     kiln_quant_report r;
@@ -655,7 +631,7 @@ static void split_outputs(void **state) {
     assert_int_equal(r.n_outputs, 3);
     assert_non_null(strstr(r.outputs[2], "split-out-00003-of-00003.gguf"));
     kiln_quant_report_free(&r);
-    kiln_gguf *g = kiln_gguf_open(tmp("split-out-00002-of-00003.gguf"), &err);
+    kiln_gguf *g = kiln_gguf_open(kiln_test_tmp_path("split-out-00002-of-00003.gguf"), &err);
     assert_non_null(g);
     assert_int_equal(g->n_shards, 3);
     assert_int_equal(g->n_tensors, N_SMALL);
@@ -664,11 +640,11 @@ static void split_outputs(void **state) {
     kiln_gguf_close(gi);
     kiln_gguf_close(g);
     /* --split-max-size from an unsplit input */
-    const char *one = tmp("small.gguf");
+    const char *one = kiln_test_tmp_path("small.gguf");
     write_syn(one, SMALL, N_SMALL, 0, 0, NULL);
     o = opts_for("Q8_0");
     o.split_max_size = 100000;
-    if (run(one, tmp("sized.gguf"), &o, &r, &err) < 0) fail_msg("%s", err.msg);
+    if (run(one, kiln_test_tmp_path("sized.gguf"), &o, &r, &err) < 0) fail_msg("%s", err.msg);
     assert_true(r.n_outputs > 1);
     g = kiln_gguf_open(r.outputs[0], &err);
     assert_non_null(g);

@@ -27,16 +27,6 @@ static const char *fixture(const char *preset) {
     return b;
 }
 
-static const char *tmp_path(const char *name) {
-    static char bufs[8][512];
-    static int slot;
-    char *b = bufs[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
-
 static uint64_t file_size(const char *path) {
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -61,7 +51,7 @@ static void splice_ok(const kiln_splice_opts *o, kiln_splice_plan *plan) {
 static void splice_refused(const kiln_splice_opts *o, const char *want) {
     kiln_err err = {{0}};
     kiln_splice_plan plan;
-    bool out_existed = o->output && exists(o->output);
+    bool out_existed = o->output && kiln_test_exists(o->output);
     int rc = kiln_splice_plan_make(o, &plan, &err);
     if (rc == 0) rc = kiln_splice_write(&plan, &err);
     kiln_splice_plan_free(&plan);
@@ -71,8 +61,8 @@ static void splice_refused(const kiln_splice_opts *o, const char *want) {
     if (o->output) {
         char tmp[600];
         snprintf(tmp, sizeof tmp, "%s.tmp", o->output);
-        assert_false(exists(tmp));
-        if (!out_existed) assert_false(exists(o->output));
+        assert_false(kiln_test_exists(tmp));
+        if (!out_existed) assert_false(kiln_test_exists(o->output));
     }
 }
 
@@ -204,7 +194,7 @@ static void test_boosted_layers(void **state) {
     SKIP_WITHOUT_SHARED();
     kiln_gguf *base = open_ok(fixture("IQ2_XXS")), *donor = open_ok(fixture("Q4_K_M"));
     const char *layers = first_and_last(base);
-    const char *out = tmp_path("boosted.gguf");
+    const char *out = kiln_test_tmp_path("boosted.gguf");
     kiln_splice_opts o = {.base = fixture("IQ2_XXS"), .donor = fixture("Q4_K_M"), .output = out,
                           .layers = layers, .experts = true};
     kiln_splice_plan plan;
@@ -249,7 +239,7 @@ static void test_boosted_layers(void **state) {
     snprintf(sel, sizeof sel, "--layers %s --experts", layers);
     check_str_kv(g, "kiln.splice.selection", sel);
     /* Splicing again gives the same bytes (and the same fingerprint). */
-    const char *again = tmp_path("boosted2.gguf");
+    const char *again = kiln_test_tmp_path("boosted2.gguf");
     o.output = again;
     kiln_splice_plan plan2;
     splice_ok(&o, &plan2);
@@ -346,11 +336,11 @@ static void check_data_except(const kiln_gguf *base, const kiln_gguf *out, uint6
 static void test_expert_slab_copy(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
-    const char *donor_path = tmp_path("donor-slab.gguf");
+    const char *donor_path = kiln_test_tmp_path("donor-slab.gguf");
     variant v = {.to = "blk.0.ffn_up_exps.weight", .from = "blk.1.ffn_up_exps.weight"};
     write_variant(fixture("Q4_K_M"), donor_path, &v);
     const char *re[] = {"ffn_up"};
-    const char *out = tmp_path("slab.gguf");
+    const char *out = kiln_test_tmp_path("slab.gguf");
     kiln_splice_opts o = {.base = fixture("Q4_K_M"), .donor = donor_path, .output = out, .tensor_regex = re,
                           .n_tensor_regex = 1, .layers = "0", .expert_ids = "2"};
     kiln_splice_plan plan;
@@ -369,18 +359,6 @@ static void test_expert_slab_copy(void **state) {
     kiln_splice_plan_free(&plan);
 }
 
-/* sqrt(sum w (x - y)^2 / sum w) over rows of n columns. */
-static double wrmse(const float *x, const float *y, const float *w, int64_t rows, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < n; j++) {
-            double d = (double)x[r * n + j] - y[r * n + j];
-            num += w[j] * d * d;
-            den += w[j];
-        }
-    return sqrt(num / den);
-}
-
 static float *dequant_slab(const kiln_tensor *t, int64_t e) {
     int64_t per = t->nelements / t->ne[2];
     float *f = malloc((size_t)per * sizeof *f);
@@ -397,7 +375,7 @@ static float *dequant_slab(const kiln_tensor *t, int64_t e) {
 static void check_requantize(const char *preset, int64_t e, const char *imx) {
     char ids[16];
     snprintf(ids, sizeof ids, "%lld", (long long)e);
-    const char *out = tmp_path("requant.gguf");
+    const char *out = kiln_test_tmp_path("requant.gguf");
     kiln_splice_opts o = {.base = fixture(preset), .donor = fixture("f32"), .output = out, .expert_ids = ids,
                           .requantize = true, .imatrix = imx, .force = true};
     kiln_splice_plan plan;
@@ -434,7 +412,7 @@ static void check_requantize(const char *preset, int64_t e, const char *imx) {
         }
         const kiln_tensor *x = find(f32, b);
         float *ref = dequant_slab(x, e), *ours = dequant_slab(t, e), *llama = dequant_slab(b, e);
-        double e_ours = wrmse(ref, ours, w, rows, n), e_llama = wrmse(ref, llama, w, rows, n);
+        double e_ours = kiln_test_wrmse(ref, ours, w, rows, n), e_llama = kiln_test_wrmse(ref, llama, w, rows, n);
         print_message("# %s %s expert %lld: %srmse kiln %.6g, llama.cpp %.6g (%.3fx)\n", preset, name, (long long)e,
                       im ? "weighted " : "", e_ours, e_llama, e_ours / e_llama);
         if (!(e_ours <= 1.05 * e_llama)) fail_msg("%s: requantized expert is worse than llama.cpp's", name);
@@ -460,7 +438,7 @@ static void test_expert_requantize(void **state) {
     /* Q4_K_M was made without one; its expert tensors mix Q4_K and Q6_K,
      * so the conversion buffers change size between tensors. */
     check_requantize("Q4_K_M", 3, NULL);
-    kiln_gguf *g = open_ok(tmp_path("requant.gguf"));
+    kiln_gguf *g = open_ok(kiln_test_tmp_path("requant.gguf"));
     kiln_str sel;
     assert_true(kiln_gguf_get_str(g, "kiln.splice.selection", &sel));
     assert_true(kiln_str_eq(sel, "--expert-ids 3 --requantize"));
@@ -470,7 +448,7 @@ static void test_expert_requantize(void **state) {
 /* ---- expert surgery ------------------------------------------------------ */
 
 static void check_keep(const char *ids_spec, const int64_t *ids, int n_ids, uint64_t used_after) {
-    const char *out = tmp_path("keep.gguf");
+    const char *out = kiln_test_tmp_path("keep.gguf");
     kiln_splice_opts o = {.base = fixture("Q4_K_M"), .output = out, .keep_experts = ids_spec, .force = true};
     kiln_splice_plan plan;
     splice_ok(&o, &plan);
@@ -528,22 +506,22 @@ static void test_split_in_and_out(void **state) {
     SKIP_WITHOUT_SHARED();
     /* Split copies of base and donor (10 tensors per shard). */
     variant v = {.split_max_tensors = 10};
-    write_variant(fixture("IQ2_XXS"), tmp_path("sbase.gguf"), &v);
-    write_variant(fixture("Q4_K_M"), tmp_path("sdonor.gguf"), &v);
-    kiln_splice_opts o = {.base = tmp_path("sbase-00002-of-00005.gguf"), .donor = tmp_path("sdonor-00001-of-00005.gguf"),
-                          .output = tmp_path("split-out.gguf"), .layers = "0,3", .experts = true,
+    write_variant(fixture("IQ2_XXS"), kiln_test_tmp_path("sbase.gguf"), &v);
+    write_variant(fixture("Q4_K_M"), kiln_test_tmp_path("sdonor.gguf"), &v);
+    kiln_splice_opts o = {.base = kiln_test_tmp_path("sbase-00002-of-00005.gguf"), .donor = kiln_test_tmp_path("sdonor-00001-of-00005.gguf"),
+                          .output = kiln_test_tmp_path("split-out.gguf"), .layers = "0,3", .experts = true,
                           .split_max_tensors = 16};
     kiln_splice_plan plan;
     splice_ok(&o, &plan);
     kiln_splice_plan_free(&plan);
     /* The same splice of the unsplit files, for comparison. */
-    kiln_splice_opts u = {.base = fixture("IQ2_XXS"), .donor = fixture("Q4_K_M"), .output = tmp_path("unsplit.gguf"),
+    kiln_splice_opts u = {.base = fixture("IQ2_XXS"), .donor = fixture("Q4_K_M"), .output = kiln_test_tmp_path("unsplit.gguf"),
                           .layers = "0,3", .experts = true, .force = true};
     splice_ok(&u, &plan);
     kiln_splice_plan_free(&plan);
-    assert_true(exists(tmp_path("split-out-00003-of-00003.gguf")));
-    assert_false(exists(tmp_path("split-out.gguf")));
-    kiln_gguf *s = open_ok(tmp_path("split-out-00001-of-00003.gguf")), *w = open_ok(tmp_path("unsplit.gguf"));
+    assert_true(kiln_test_exists(kiln_test_tmp_path("split-out-00003-of-00003.gguf")));
+    assert_false(kiln_test_exists(kiln_test_tmp_path("split-out.gguf")));
+    kiln_gguf *s = open_ok(kiln_test_tmp_path("split-out-00001-of-00003.gguf")), *w = open_ok(kiln_test_tmp_path("unsplit.gguf"));
     assert_int_equal(s->n_shards, 3);
     assert_int_equal(s->n_tensors, w->n_tensors);
     for (uint64_t i = 0; i < w->n_tensors; i++) {
@@ -560,7 +538,7 @@ static void test_split_in_and_out(void **state) {
 static void test_refusals(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
-    const char *out = tmp_path("refused.gguf");
+    const char *out = kiln_test_tmp_path("refused.gguf");
     const char *base = fixture("IQ2_XXS"), *q4 = fixture("Q4_K_M");
     kiln_splice_opts o = {.base = base, .donor = q4, .output = out, .experts = true};
 
@@ -569,18 +547,18 @@ static void test_refusals(void **state) {
     o.donor = kiln_shared_path("golden/gguf/llama-Q4_K_M.gguf"); /* also "llama", but dense */
     splice_refused(&o, "llama.expert_count: donor has none");
 
-    const char *blocks = tmp_path("blocks5.gguf");
+    const char *blocks = kiln_test_tmp_path("blocks5.gguf");
     write_variant(q4, blocks, &(variant){.block_count = 5});
     o.donor = blocks;
     splice_refused(&o, "llama.block_count: donor has 5, base has 4");
 
-    const char *shape = tmp_path("reshaped.gguf");
+    const char *shape = kiln_test_tmp_path("reshaped.gguf");
     write_variant(q4, shape, &(variant){.reshape = "blk.2.ffn_gate_inp.weight"});
     const char *re_inp[] = {"ffn_gate_inp"};
     kiln_splice_opts r = {.base = base, .donor = shape, .output = out, .tensor_regex = re_inp, .n_tensor_regex = 1};
     splice_refused(&r, "blk.2.ffn_gate_inp.weight: shape 128 x 8 differs from the base's 256 x 4");
 
-    const char *dropped = tmp_path("dropped.gguf");
+    const char *dropped = kiln_test_tmp_path("dropped.gguf");
     write_variant(q4, dropped, &(variant){.drop = "blk.1.attn_q.weight"});
     const char *re_q[] = {"attn_q"};
     r = (kiln_splice_opts){.base = base, .donor = dropped, .output = out, .tensor_regex = re_q, .n_tensor_regex = 1};
@@ -626,10 +604,7 @@ static void test_refusals(void **state) {
     splice_refused(&k, "out of range");
 
     /* An existing output needs --force; then it is replaced. */
-    FILE *f = fopen(out, "w");
-    assert_non_null(f);
-    fputs("old", f);
-    fclose(f);
+    kiln_test_write_file(out, "old", 3);
     kiln_splice_opts e = {.base = base, .donor = q4, .output = out, .layers = "0", .experts = true};
     splice_refused(&e, "output exists; use --force");
     assert_int_equal(file_size(out), 3);
@@ -641,7 +616,7 @@ static void test_refusals(void **state) {
     unlink(out);
 
     /* A directory that does not exist: the writer fails, nothing is left. */
-    e.output = tmp_path("no/such/dir.gguf");
+    e.output = kiln_test_tmp_path("no/such/dir.gguf");
     splice_refused(&e, "cannot create");
 }
 

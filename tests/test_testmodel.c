@@ -48,33 +48,6 @@ static char *path_in(const char *dir, const char *name) {
     return b;
 }
 
-static char *test_dir(const char *name) {
-    static char bufs[8][512];
-    static int slot;
-    char *b = bufs[slot++ & 7];
-    snprintf(b, 512, "%s/%s", kiln_test_tmpdir(), name);
-    return b;
-}
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
-
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
-
 /* Number of entries of dir whose name contains `part` ("" for all). */
 static int count_files(const char *dir, const char *part) {
     DIR *d = opendir(dir);
@@ -148,7 +121,7 @@ static int write_items(const char *path, const st_item *it, int n, const kiln_st
  * test_serialization_forced_alignement and test_empty (tensor.rs). */
 static void test_stw_library_vectors(void **state) {
     kiln_err err = {{0}};
-    const char *p = test_dir("vec.safetensors");
+    const char *p = kiln_test_tmp_path("vec.safetensors");
     float vals[6] = {0, 1, 2, 3, 4, 5};
     static const uint8_t want1[] = {
         64, 0, 0, 0, 0, 0, 0, 0, 123, 34, 97, 116, 116, 110, 46, 48, 34, 58, 123, 34, 100, 116, 121, 112, 101, 34,
@@ -187,7 +160,7 @@ static void test_stw_library_vectors(void **state) {
         assert_int_equal(kiln_stw_next(w, &idx, &err), 0);
         if (kiln_stw_finish(w, &err)) fail_msg("%s", err.msg);
         size_t len;
-        uint8_t *got = slurp(p, &len);
+        uint8_t *got = kiln_test_read_file(p, &len);
         assert_non_null(got);
         assert_int_equal(len, cases[k].len);
         assert_memory_equal(got, cases[k].want, len);
@@ -207,9 +180,9 @@ static const st_item ALL_DTYPES[] = {
 /* Every dtype written, read back by the reader with the same bytes. */
 static void test_stw_roundtrip_dtypes(void **state) {
     kiln_err err = {{0}};
-    const char *p = test_dir("dtypes.safetensors");
+    const char *p = kiln_test_tmp_path("dtypes.safetensors");
     if (write_items(p, ALL_DTYPES, N_ALL, NULL, "format", "pt", &err)) fail_msg("%s", err.msg);
-    assert_false(exists(path_in(kiln_test_tmpdir(), "dtypes.safetensors.tmp")));
+    assert_false(kiln_test_exists(path_in(kiln_test_tmpdir(), "dtypes.safetensors.tmp")));
     kiln_st *st = kiln_st_open(p, &err);
     if (!st) fail_msg("%s", err.msg);
     assert_int_equal(st->n_files, 1);
@@ -236,7 +209,7 @@ static void test_stw_roundtrip_dtypes(void **state) {
     }
     const char *fmt = NULL;
     size_t len;
-    uint8_t *raw = slurp(p, &len);
+    uint8_t *raw = kiln_test_read_file(p, &len);
     assert_non_null(raw);
     fmt = strstr((const char *)raw + 8, "{\"__metadata__\":{\"format\":\"pt\"},\"v.i64\"");
     assert_ptr_equal(fmt, raw + 8); /* metadata first, then the first tensor */
@@ -249,7 +222,7 @@ static void test_stw_roundtrip_dtypes(void **state) {
  * numbered when it is met. */
 static void test_stw_shards(void **state) {
     kiln_err err = {{0}};
-    char *dir = test_dir("shards");
+    const char *dir = kiln_test_tmp_path("shards");
     assert_int_equal(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
     const st_item items[] = {
         {"a", KILN_ST_F32, 1, {10}},  /* 40 bytes  -> shard 1 */
@@ -264,7 +237,7 @@ static void test_stw_shards(void **state) {
                           "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors"};
     kiln_stw_opts o = {.shard_size = 100};
     if (write_items(path_in(dir, "model.safetensors"), items, 6, &o, "format", "pt", &err)) fail_msg("%s", err.msg);
-    assert_false(exists(path_in(dir, "model.safetensors")));
+    assert_false(kiln_test_exists(path_in(dir, "model.safetensors")));
     assert_int_equal(count_files(dir, ".tmp"), 0);
     json_t *idx = load_json(path_in(dir, "model.safetensors.index.json"));
     json_t *total = json_object_get(json_object_get(idx, "metadata"), "total_size");
@@ -285,17 +258,17 @@ static void test_stw_shards(void **state) {
     }
     kiln_st_close(st);
     /* under the limit: one plain file and no index, as save_pretrained does */
-    char *dir2 = test_dir("noshard");
+    const char *dir2 = kiln_test_tmp_path("noshard");
     assert_int_equal(mkdir(dir2, 0755) == 0 || errno == EEXIST, 1);
     o.shard_size = 10000;
     if (write_items(path_in(dir2, "model.safetensors"), items, 6, &o, NULL, NULL, &err)) fail_msg("%s", err.msg);
-    assert_true(exists(path_in(dir2, "model.safetensors")));
+    assert_true(kiln_test_exists(path_in(dir2, "model.safetensors")));
     assert_int_equal(count_files(dir2, ""), 1);
 }
 
 static void test_stw_errors(void **state) {
     kiln_err err = {{0}};
-    char *dir = test_dir("errors");
+    const char *dir = kiln_test_tmp_path("errors");
     assert_int_equal(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
     const char *p = path_in(dir, "model.safetensors");
     int64_t shape[2] = {2, 2}, idx;
@@ -434,7 +407,7 @@ static bool spm_parse(const uint8_t *buf, size_t len, spm_model *m) {
 static void test_spm_reencodes_fixture(void **state) {
     SKIP_WITHOUT_SHARED();
     size_t len;
-    uint8_t *orig = slurp(kiln_shared_path("models/llama/tokenizer.model"), &len);
+    uint8_t *orig = kiln_test_read_file(kiln_shared_path("models/llama/tokenizer.model"), &len);
     assert_non_null(orig);
     spm_model m;
     assert_true(spm_parse(orig, len, &m));
@@ -456,10 +429,10 @@ static void test_spm_convert_reader(void **state) {
     kiln_tm_config c = config_for(KILN_TM_MIXTRAL);
     c.layers = 1;
     c.vocab = 4000;
-    const char *dir = test_dir("cv-spm");
+    const char *dir = kiln_test_tmp_path("cv-spm");
     write_model(&c, dir);
     size_t len;
-    uint8_t *buf = slurp(path_in(dir, "tokenizer.model"), &len);
+    uint8_t *buf = kiln_test_read_file(path_in(dir, "tokenizer.model"), &len);
     assert_non_null(buf);
     spm_model m;
     assert_true(spm_parse(buf, len, &m));
@@ -690,7 +663,7 @@ static size_t utf8_chars(const char *s) {
  * by merging its last character onto a shorter piece. */
 static void check_spm(const char *dir, const kiln_tm_config *c) {
     size_t len;
-    uint8_t *buf = slurp(path_in(dir, "tokenizer.model"), &len);
+    uint8_t *buf = kiln_test_read_file(path_in(dir, "tokenizer.model"), &len);
     assert_non_null(buf);
     spm_model m;
     assert_true(spm_parse(buf, len, &m));
@@ -779,8 +752,8 @@ static void check_bpe(const char *dir, const kiln_tm_config *c) {
     assert_true(found);
     json_decref(cfg);
     json_decref(j);
-    assert_true(exists(path_in(dir, "vocab.json")));
-    assert_true(exists(path_in(dir, "merges.txt")));
+    assert_true(kiln_test_exists(path_in(dir, "vocab.json")));
+    assert_true(kiln_test_exists(path_in(dir, "merges.txt")));
 }
 
 static void check_arch(kiln_tm_arch a, bool tie, kiln_st_dtype dtype) {
@@ -789,16 +762,16 @@ static void check_arch(kiln_tm_arch a, bool tie, kiln_st_dtype dtype) {
     c.dtype = dtype;
     char name[64];
     snprintf(name, sizeof name, "arch-%s", kiln_tm_arch_name(a));
-    const char *dir = test_dir(name);
+    const char *dir = kiln_test_tmp_path(name);
     write_model(&c, dir);
     check_tensors(dir, &c);
     check_config(dir, &c);
     if (a == KILN_TM_LLAMA || a == KILN_TM_MISTRAL || a == KILN_TM_MIXTRAL) {
         check_spm(dir, &c);
-        assert_false(exists(path_in(dir, "tokenizer.json")));
+        assert_false(kiln_test_exists(path_in(dir, "tokenizer.json")));
     } else {
         check_bpe(dir, &c);
-        assert_false(exists(path_in(dir, "tokenizer.model")));
+        assert_false(kiln_test_exists(path_in(dir, "tokenizer.model")));
     }
     json_t *tc = load_json(path_in(dir, "tokenizer_config.json"));
     assert_true(json_object_size(json_object_get(tc, "added_tokens_decoder")) > 0);
@@ -827,7 +800,7 @@ static void test_big_vocab(void **state) {
         c.heads = c.kv_heads = 2;
         c.ffn = 64;
         c.vocab = vocab[i];
-        const char *dir = test_dir("bigvocab");
+        const char *dir = kiln_test_tmp_path("bigvocab");
         write_model(&c, dir);
         if (i == 0) check_spm(dir, &c);
         else check_bpe(dir, &c);
@@ -841,7 +814,7 @@ static void test_big_vocab(void **state) {
 /* The first 8 + header_len bytes of a safetensors file. */
 static uint8_t *header_bytes(const char *path, size_t *len) {
     size_t n;
-    uint8_t *b = slurp(path, &n);
+    uint8_t *b = kiln_test_read_file(path, &n);
     if (!b || n < 8) fail_msg("cannot read %s", path);
     uint64_t h = 0;
     for (int i = 0; i < 8; i++) h |= (uint64_t)b[i] << (8 * i);
@@ -872,7 +845,7 @@ static void check_fixture(const char *fixture, const kiln_tm_config *c, const ch
     const char *fdir = kiln_shared_path(fixture);
     char name[64];
     snprintf(name, sizeof name, "fixture-%s", kiln_tm_arch_name(c->arch));
-    const char *dir = test_dir(name);
+    const char *dir = kiln_test_tmp_path(name);
     write_model(c, dir);
     for (int i = 0; i < n_files; i++) {
         size_t a, b;
@@ -917,7 +890,7 @@ static void test_fixture_qwen2(void **state) {
     check_fixture("models/qwen2", &c, files, 1);
     /* tokenizer.json: the fixture's structure, with our own vocabulary */
     json_t *want = load_json(kiln_shared_path("models/qwen2/tokenizer.json"));
-    json_t *got = load_json(path_in(test_dir("fixture-qwen2"), "tokenizer.json"));
+    json_t *got = load_json(path_in(kiln_test_tmp_path("fixture-qwen2"), "tokenizer.json"));
     const char *k;
     json_t *v;
     json_object_foreach(want, k, v) {
@@ -953,7 +926,7 @@ static void same_dirs(const char *a, const char *b) {
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         size_t la, lb;
-        uint8_t *x = slurp(path_in(a, e->d_name), &la), *y = slurp(path_in(b, e->d_name), &lb);
+        uint8_t *x = kiln_test_read_file(path_in(a, e->d_name), &la), *y = kiln_test_read_file(path_in(b, e->d_name), &lb);
         if (!x || !y || la != lb || memcmp(x, y, la)) fail_msg("%s differs between %s and %s", e->d_name, a, b);
         free(x);
         free(y);
@@ -967,15 +940,15 @@ static void test_deterministic(void **state) {
     kiln_tm_config c = config_for(KILN_TM_QWEN2MOE);
     c.shard_size = 1000000;
     c.seed = 42;
-    write_model(&c, test_dir("det-a"));
-    write_model(&c, test_dir("det-b"));
-    same_dirs(test_dir("det-a"), test_dir("det-b"));
-    assert_true(count_files(test_dir("det-a"), "-of-") > 1);
+    write_model(&c, kiln_test_tmp_path("det-a"));
+    write_model(&c, kiln_test_tmp_path("det-b"));
+    same_dirs(kiln_test_tmp_path("det-a"), kiln_test_tmp_path("det-b"));
+    assert_true(count_files(kiln_test_tmp_path("det-a"), "-of-") > 1);
     /* sharding does not change a single value */
     c.shard_size = 0;
-    write_model(&c, test_dir("det-c"));
+    write_model(&c, kiln_test_tmp_path("det-c"));
     kiln_err err = {{0}};
-    kiln_st *a = kiln_st_open(test_dir("det-a"), &err), *b = kiln_st_open(test_dir("det-c"), &err);
+    kiln_st *a = kiln_st_open(kiln_test_tmp_path("det-a"), &err), *b = kiln_st_open(kiln_test_tmp_path("det-c"), &err);
     assert_non_null(a);
     assert_non_null(b);
     assert_int_equal(a->n_tensors, b->n_tensors);
@@ -988,8 +961,8 @@ static void test_deterministic(void **state) {
     kiln_st_close(b);
     /* another seed, other values */
     c.seed = 43;
-    write_model(&c, test_dir("det-d"));
-    b = kiln_st_open(test_dir("det-d"), &err);
+    write_model(&c, kiln_test_tmp_path("det-d"));
+    b = kiln_st_open(kiln_test_tmp_path("det-d"), &err);
     const kiln_st_tensor *x = kiln_st_find(a, "model.layers.0.self_attn.q_proj.weight"),
                          *y = kiln_st_find(b, "model.layers.0.self_attn.q_proj.weight");
     assert_true(memcmp(x->data, y->data, x->nbytes) != 0);
@@ -1043,7 +1016,7 @@ static double outlier_ratio(const float *x, int64_t rows, int64_t cols) {
 static void test_weights_realistic(void **state) {
     kiln_tm_config c = config_for(KILN_TM_QWEN2);
     c.layers = 4;
-    const char *dir = test_dir("weights");
+    const char *dir = kiln_test_tmp_path("weights");
     write_model(&c, dir);
     kiln_err err = {{0}};
     kiln_st *st = kiln_st_open(dir, &err);
@@ -1092,14 +1065,14 @@ static void test_values_exact(void **state) {
     kiln_tm_config c = config_for(KILN_TM_GPT2);
     c.layers = 1;
     c.dtype = KILN_ST_F32;
-    write_model(&c, test_dir("exact-f32"));
+    write_model(&c, kiln_test_tmp_path("exact-f32"));
     c.dtype = KILN_ST_BF16;
-    write_model(&c, test_dir("exact-bf16"));
+    write_model(&c, kiln_test_tmp_path("exact-bf16"));
     kiln_tm_tensor *plan;
     size_t n;
     kiln_err err = {{0}};
     assert_int_equal(kiln_tm_plan(&c, &plan, &n, &err), 0);
-    kiln_st *f = kiln_st_open(test_dir("exact-f32"), &err), *b = kiln_st_open(test_dir("exact-bf16"), &err);
+    kiln_st *f = kiln_st_open(kiln_test_tmp_path("exact-f32"), &err), *b = kiln_st_open(kiln_test_tmp_path("exact-bf16"), &err);
     assert_non_null(f);
     assert_non_null(b);
     assert_int_equal(f->n_tensors, n);
@@ -1129,7 +1102,7 @@ static void test_values_exact(void **state) {
 /* the directory                                                       */
 
 static void test_overwrite(void **state) {
-    const char *dir = test_dir("overwrite");
+    const char *dir = kiln_test_tmp_path("overwrite");
     kiln_tm_config c = config_for(KILN_TM_LLAMA);
     kiln_err err = {{0}};
     assert_int_equal(kiln_tm_write(&c, dir, NULL, NULL, &err), 0);
@@ -1143,15 +1116,15 @@ static void test_overwrite(void **state) {
     assert_int_equal(kiln_tm_write(&q, dir, &o, &sum, &err), 0);
     assert_true(sum.n_files > 1);
     assert_int_equal(count_files(dir, "-of-"), (int)sum.n_files);
-    assert_false(exists(path_in(dir, "model.safetensors")));
-    assert_false(exists(path_in(dir, "tokenizer.model")));
+    assert_false(kiln_test_exists(path_in(dir, "model.safetensors")));
+    assert_false(kiln_test_exists(path_in(dir, "tokenizer.model")));
     check_tensors(dir, &q);
     /* back to one file */
     assert_int_equal(kiln_tm_write(&c, dir, &o, &sum, &err), 0);
     assert_int_equal(sum.n_files, 1);
     assert_int_equal(count_files(dir, "-of-"), 0);
-    assert_false(exists(path_in(dir, "model.safetensors.index.json")));
-    assert_false(exists(path_in(dir, "tokenizer.json")));
+    assert_false(kiln_test_exists(path_in(dir, "model.safetensors.index.json")));
+    assert_false(kiln_test_exists(path_in(dir, "tokenizer.json")));
     check_tensors(dir, &c);
 }
 

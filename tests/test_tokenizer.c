@@ -17,31 +17,6 @@
 
 /* ---- helpers --------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 65536 + 1 > cap) {
-            cap = (n + 65536 + 1) * 2;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = b;
-        }
-        got = fread(buf + n, 1, 65536, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static size_t put_utf8(uint32_t cp, char *o) {
     if (cp < 0x80) return o[0] = (char)cp, 1;
     if (cp < 0x800) return o[0] = (char)(0xC0 | (cp >> 6)), o[1] = (char)(0x80 | (cp & 0x3F)), 2;
@@ -142,7 +117,7 @@ static void check_tsv(const char *fixture) {
     kiln_tokenizer *t = open_tokenizer(rel, &g);
     snprintf(rel, sizeof rel, "golden/tokens/%s.tsv", fixture);
     size_t len;
-    char *tsv = slurp(kiln_shared_path(rel), &len);
+    char *tsv = kiln_test_read_file(kiln_shared_path(rel), &len);
     assert_non_null(tsv);
 
     int32_t want[4096];
@@ -200,9 +175,9 @@ static void check_vocab(const char *name) {
     kiln_tokenizer *t = open_tokenizer(rel, &g);
     size_t n_inp, n_out;
     snprintf(rel, sizeof rel, "golden/tokenizers/ggml-vocab-%s.gguf.inp", name);
-    char *inp = slurp(kiln_shared_path(rel), &n_inp);
+    char *inp = kiln_test_read_file(kiln_shared_path(rel), &n_inp);
     snprintf(rel, sizeof rel, "golden/tokenizers/ggml-vocab-%s.gguf.out", name);
-    char *out = slurp(kiln_shared_path(rel), &n_out);
+    char *out = kiln_test_read_file(kiln_shared_path(rel), &n_out);
     assert_non_null(inp);
     assert_non_null(out);
 
@@ -262,7 +237,7 @@ static void check_long_text(const char *fixture, int chunks) {
     kiln_gguf *g;
     kiln_tokenizer *t = open_tokenizer(rel, &g);
     size_t len;
-    char *text = slurp(kiln_shared_path("golden/text/ppl.txt"), &len);
+    char *text = kiln_test_read_file(kiln_shared_path("golden/text/ppl.txt"), &len);
     assert_non_null(text);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
