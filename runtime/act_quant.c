@@ -6,13 +6,15 @@
  * inverse scale as 127 / amax instead of 1 / (amax / 127) and rounds with
  * _mm256_round_ps to nearest even, not roundf. Q8_K on x86 is the
  * reference (quantize_row_q8_K calls quantize_row_q8_K_ref), so the codec
- * is reused. F16 uses F16C rounding and BF16 ggml's scalar
+ * is reused; the repacked products' ggml_quantize_mat_q8_K_4x8 differs
+ * from it only in the sign it gives a tie of largest magnitudes. F16 uses F16C rounding and BF16 ggml's scalar
  * GGML_FP32_TO_BF16, both in core/fp16.h. */
 #include "vecdot.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../quantize/quants.h"
+#include "../quantize/search.h"
 
 #include <math.h>
 #include <string.h>
@@ -89,6 +91,36 @@ void kiln_act_q8_0(const float *x, kiln_block_q8_0 *y, int64_t n) {
 
 void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n) {
     kiln_quantize_row_q8_k_ref(x, y, n);
+}
+
+/* The reference maps the first value of largest magnitude to -127 (its
+ * iscale is -127 / max); the 4x8 quantizer maps +amax to -127 whenever
+ * +amax occurs. They differ only when the first such value is -amax and
+ * +amax occurs too: then the block is redone with iscale = -127 / amax
+ * (same rounding and clamp as the reference). */
+void kiln_act_q8_k_x4(const float *x, kiln_block_q8_k *y, int64_t n) {
+    kiln_quantize_row_q8_k_ref(x, y, n);
+    for (int64_t b = 0; b < n / KILN_QK_K; b++) {
+        const float *xb = x + b * KILN_QK_K;
+        float amax;
+        const float max = kiln_max_magnitude(xb, KILN_QK_K, &amax);
+        if (!(max < 0)) continue;
+        bool pos = false;
+        for (int j = 0; j < KILN_QK_K; j++) pos |= xb[j] == amax;
+        if (!pos) continue;
+        const float iscale = -127.f / amax;
+        kiln_block_q8_k *yb = &y[b];
+        for (int j = 0; j < KILN_QK_K; j++) {
+            const int v = kiln_nearest_int(iscale * xb[j]);
+            yb->qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < KILN_QK_K / 16; j++) {
+            int sum = 0;
+            for (int i = 0; i < 16; i++) sum += yb->qs[16 * j + i];
+            yb->bsums[j] = (int16_t)sum;
+        }
+        yb->d = 1 / iscale;
+    }
 }
 
 void kiln_act_round_f16(const float *x, float *y, int64_t n) {

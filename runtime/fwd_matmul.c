@@ -22,7 +22,8 @@ int kiln_fwd_matmul(kiln_ctx *c, const kiln_tensor *w, int expert, const float *
         c->p.hook(c->p.hook_user, name, expert, x, n, n_in);
     }
     if (!y || n == 0) return 0;
-    if (kiln_matmul(w->type, data, n_in, n_out, x, n, y, c->p.mode) == 0) return 0;
+    if ((expert >= 0 ? kiln_matmul_expert : kiln_matmul)(w->type, data, n_in, n_out, x, n, y, c->p.mode) == 0)
+        return 0;
     return kiln_fail(err, NULL, NULL, -1, "%.*s: matrix product failed (type %s unsupported, or out of memory)",
                      (int)w->name.len, w->name.ptr, kiln_type_name(w->type));
 }

@@ -30,4 +30,10 @@ typedef enum kiln_numeric_mode {
 int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                 int64_t n_tokens, float *y, kiln_numeric_mode mode);
 
+/* The same for one expert's matrix of a MoE layer, which ggml multiplies
+ * with MUL_MAT_ID: for the weights it repacks (Q4_K, Q2_K) every token
+ * then takes the one-token order. */
+int kiln_matmul_expert(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                       int64_t n_tokens, float *y, kiln_numeric_mode mode);
+
 #endif

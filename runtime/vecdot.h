@@ -7,11 +7,13 @@
  *                    f16 / bf16 rounding), exactly as ggml's x86 CPU backend
  *                    converts them;
  *   vecdot_legacy.c  the reference dot products: one weight row against one
- *   vecdot_k.c       converted activation row, written as ggml's scalar
- *   vecdot_iq2.c     (generic) vec_dot functions are: integer sums per block,
- *                    then the float combination in ggml's order. These
- *                    DEFINE kiln's numbers in KILN_NUM_GGML mode; each file
- *                    also unpacks its blocks to integer levels;
+ *   vecdot_k.c       converted activation row: integer sums per block, then
+ *   vecdot_iq2.c     the float combination in the order of llama.cpp's x86
+ *                    AVX-512 build (vecdot_korder.c for the k-quants:
+ *                    ggml's AVX2 vec_dot functions, or the gemv / gemm
+ *                    kernels of the weights ggml repacks). These DEFINE
+ *                    kiln's numbers in KILN_NUM_GGML mode; each file also
+ *                    unpacks its blocks to integer levels;
  *   vecdot_panel.c   the same numbers, fast: 16 weight rows interleaved into
  *   vecdot_qgemm.c   a "panel" so that one SIMD lane is one row, integer dot
  *                    products with VNNI / AVX2, then ggml's float
@@ -52,6 +54,12 @@ void kiln_act_q8_0(const float *x, kiln_block_q8_0 *y, int64_t n);
  * bsums included. n % 256 == 0. */
 void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n);
 
+/* Q8_K as ggml_quantize_mat_q8_K_4x8 (x86) makes it for the 4-token groups
+ * of a repacked product: the same bytes, except that a block whose largest
+ * magnitude occurs with both signs takes the positive one (the reference
+ * takes the first). */
+void kiln_act_q8_k_x4(const float *x, kiln_block_q8_k *y, int64_t n);
+
 /* x rounded to fp16 / bf16 (ggml's F16C and GGML_FP32_TO_BF16 rounding)
  * and widened back: the exact values ggml's f16 / bf16 dot products see. */
 void kiln_act_round_f16(const float *x, float *y, int64_t n);
@@ -77,8 +85,9 @@ float kiln_vec_dot_iq2_xxs(int64_t n, const void *w, const void *act);
 /* 256 weights as integers, for the panel kernels: one k-quant / i-quant
  * super-block (weight p = d[0] * sc[p/16] * q[p] - dmin * mn[p/16], the
  * format's own constant factors, e.g. IQ2_XXS's 1/8, left to the float
- * combination), or up to 8 consecutive 32-weight blocks (weight p =
- * d[p/32] * q[p]). */
+ * combination; Q6_K as levels 0..63 with mn = 32 * sc and dmin = d, the
+ * way ggml's dot product splits it), or up to 8 consecutive 32-weight
+ * blocks (weight p = d[p/32] * q[p]). */
 typedef struct kiln_qblock {
     int8_t q[KILN_QK_K];
     int16_t sc[16];
@@ -108,23 +117,39 @@ static inline float kiln_hsum8(const float a[8]) {
 }
 
 /* How a type's integer block sums become floats; each is ggml's
- * expression for that type (see the kernels for the exact operations):
- * the generic scalar one, except for Q8_0, which has ggml's x86 order. */
+ * expression for that type (see the kernels for the exact operations).
+ * The legacy types: the generic scalar one, except Q8_0 with ggml's x86
+ * order. The Q8_K types: ggml's AVX2 vec_dot order - eight int32 lanes,
+ * lane l summing sc * q * a over the weights p with (p / 4) % 8 == l,
+ * acc[l] = fmaf(dx * dy, lane[l], acc[l]) per super-block, kiln_hsum8 -
+ * with the type's own handling of the mins; see vecdot_korder.c. */
 typedef enum kiln_combine {
     KILN_COMB_LANES8,   /* Q8_0: 8 lanes of 4-weight sums, acc[l] = fmaf(dx * dy,
                            sumi[l], acc[l]), then kiln_hsum8 */
     KILN_COMB_Q8_0,     /* sumf += sumi * (dx * dy)          Q5_0 IQ4_NL */
     KILN_COMB_Q4_0,     /* sumf += (sumi * dx) * dy          Q4_0 */
-    KILN_COMB_Q2_K,     /* sumf += dall * isum - dmin * summs */
-    KILN_COMB_LANES,    /* 8 class sums, sums[l] += d * aux32[l]   Q3_K Q6_K */
-    KILN_COMB_LANES_MIN,/* the same, and sumf -= dmin * sumi       Q4_K Q5_K */
-    KILN_COMB_IQ2,      /* sumf += d * bsum, result * 0.125    IQ2_XXS */
+    KILN_COMB_K,        /* the lanes alone                   Q3_K */
+    KILN_COMB_K_Q6,     /* the lanes minus their mins        Q6_K */
+    KILN_COMB_K_Q2,     /* mins into the lanes first         Q2_K */
+    KILN_COMB_K_Q4,     /* 4 min lanes beside them           Q4_K */
+    KILN_COMB_K_Q5,     /* one running min sum beside them   Q5_K */
+    KILN_COMB_IQ2,      /* the lanes, the total * 0.125      IQ2_XXS */
 } kiln_combine;
 
-/* The reference dot product of every Q8_K type (vecdot_k.c): unpack each
- * weight block, take the exact integer sums, combine them as `comb` says. */
-float kiln_kdot_ref(int64_t n, const void *w, size_t block_bytes, kiln_unpack_fn unpack,
-                    kiln_combine comb, const kiln_block_q8_k *act);
+/* Which of ggml's k-quant orders a product takes. llama.cpp's CPU backend
+ * repacks some weights at load (ggml-cpu/repack.cpp: on this AVX-512 CPU
+ * Q4_K and Q2_K matrices whose row count is a multiple of 8) and then
+ * multiplies them with its own kernels: tokens in groups of 4 through the
+ * gemm kernel (one fma per 64 weights for Q4_K, per 128 for Q2_K, mins
+ * apart, subtracted at the end; Q8_K made by kiln_act_q8_k_x4), the
+ * remaining tokens - and every token of a MoE expert (MUL_MAT_ID) -
+ * through the gemv kernel (one fma per super-block). Other weights take
+ * the vec_dot order. */
+typedef enum kiln_korder {
+    KILN_KORDER_VECDOT = 0,
+    KILN_KORDER_GEMV = 1,
+    KILN_KORDER_GEMM = 2,
+} kiln_korder;
 
 /* Everything the GGML-mode path needs to know about a weight type. */
 typedef struct kiln_qtype {
@@ -133,10 +158,20 @@ typedef struct kiln_qtype {
     int block;           /* weights per block: 32 or 256 */
     int block_bytes;     /* bytes per weight block */
     int act_bytes;       /* bytes per activation block */
-    kiln_vec_dot_fn dot;
+    kiln_vec_dot_fn dot; /* the vec_dot order */
     kiln_unpack_fn unpack;
     kiln_combine comb;
+    int gemm_chunks;     /* repacked types: 32-weight chunks per gemm fma; else 0 */
 } kiln_qtype;
+
+/* The reference dot product of every Q8_K type (vecdot_korder.c): unpack
+ * each weight block, take the exact integer sums, combine them in `order`
+ * (KILN_KORDER_GEMV / GEMM only for types with gemm_chunks > 0). */
+float kiln_kdot_ref(int64_t n, const void *w, const kiln_qtype *qt, kiln_korder order,
+                    const kiln_block_q8_k *act);
+
+/* True when llama.cpp repacks a matrix of this type with n_out rows. */
+bool kiln_qtype_repacked(const kiln_qtype *qt, int64_t n_out);
 
 /* The entry for a quantized weight type, or NULL when KILN_NUM_GGML has
  * no kernel for it (vecdot_panel.c holds the table). */
@@ -154,22 +189,23 @@ typedef struct kiln_pblk32 {
     float d[KILN_PANEL];
 } kiln_pblk32;
 
-/* A 256-weight super-block of 16 rows. Chunk c covers weights 32c..32c+31
- * and is stored by class l = position mod 8, the lanes of ggml's scalar
- * k-quant dot products: w[c][l][r] = levels of weights 32c + l + {0,8,16,24}
- * of row r. The first two share the scale of 16-weight sub-block 2c, the
- * last two that of 2c+1, which is the order of sc[c][r]. */
+/* A 256-weight super-block of 16 rows. Chunk c covers weights
+ * 32c..32c+31; w[c][l][r] holds weights 32c + 4l .. 32c + 4l + 3 of row
+ * r, the bytes of int32 lane l of ggml's 256-bit registers. They share
+ * the scale of 16-weight sub-block 2c + l / 4: sc[c][l / 4][r] (twice, one
+ * per vpmaddubsw pair). The biases, -128 * sum(scale * level), per lane l
+ * (for the vec_dot order) and per chunk c (for the gemm / gemv orders). */
 typedef struct kiln_pblk256 {
     int8_t w[8][8][KILN_PANEL][4];
-    int16_t sc[8][KILN_PANEL][2];
+    int16_t sc[8][2][KILN_PANEL][2];
     int16_t mn[8][KILN_PANEL][2];  /* mins of 16-weight sub-blocks 2j, 2j+1 */
-    int32_t bias[8][KILN_PANEL];   /* class l: -128 * sum(scale * level) */
+    int32_t bias[8][KILN_PANEL];   /* lane l */
+    int32_t cbias[8][KILN_PANEL];  /* chunk c */
     float d[KILN_PANEL], dmin[KILN_PANEL];
 } kiln_pblk256;
 
 /* Activations for the panel kernels, every token of a product: q + 128 as
- * bytes (Q8_K rows in the class order of kiln_pblk256), the fp32 scale of
- * each block and, for Q8_K, the bsums. */
+ * bytes, the fp32 scale of each block and, for Q8_K, the bsums. */
 typedef struct kiln_pact {
     const uint8_t *u;    /* n_tokens x n_in */
     const float *d;      /* n_tokens x (n_in / block) */
@@ -194,10 +230,11 @@ int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in);
 /* ---- panel kernels (vecdot_qgemm.c) ----------------------------------- */
 
 /* y[t * ldy + r] for r < n_rows (<= 16) and t < n_tokens: panel rows
- * against tokens [0, n_tokens) of `act`. Needs AVX2 at least; picks the
- * VNNI kernel when the CPU has it. Equal to the reference dot products
- * bit for bit. Returns false when no SIMD kernel runs on this CPU. */
-bool kiln_qgemm_panel(const kiln_qtype *qt, const void *panel, const kiln_pact *act,
+ * against tokens [0, n_tokens) of `act`, in `order` (k-quants only).
+ * Needs AVX2 at least; picks the VNNI kernel when the CPU has it. Equal
+ * to the reference dot products bit for bit. Returns false when no SIMD
+ * kernel runs on this CPU. */
+bool kiln_qgemm_panel(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *act,
                       int64_t t0, int64_t n_tokens, float *y, int64_t ldy, int n_rows);
 
 /* ---- f32 products (vecdot_float.c) ------------------------------------ */
@@ -234,6 +271,21 @@ float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n);
 float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n);
 void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
                          int64_t n_tokens, float *y);
+
+/* F32, F16 and BF16 weights (type) in KILN_NUM_GGML mode: as ggml's x86
+ * AVX-512 build (without AVX512_BF16) multiplies them, x being the
+ * activations already rounded to the weight's f16 / bf16 (products of
+ * such values are exact in f32). tinyBLAS's order (kiln_fdot_ggml_tiny on
+ * the widened weights) for 2+ tokens when n_in % 16 == 0 and
+ * n_out % 4 == 0, unless vec_only (ggml_mul_mat_id, the expert products,
+ * never uses it); otherwise the type's ggml_vec_dot: _f32 as
+ * kiln_fdot_ggml_vec, _f16 the same blocks with the leftover products
+ * added in double, _bf16 two 16-lane accumulators over blocks of 32,
+ * each reduced into a double, the leftovers in double. w is n_out rows of
+ * n_in weights; OpenMP inside; every SIMD level gives the same bits.
+ * Returns 0, or -1 for another type or when out of memory. */
+int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
+                    float *y, bool vec_only);
 
 /* One token against F32 / F16 / BF16 weights read in place
  * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.

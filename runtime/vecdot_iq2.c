@@ -1,15 +1,16 @@
 /* runtime/vecdot_iq2.c - IQ2_XXS against Q8_K activations: the reference
  * dot product and the unpacking of a super-block to signed levels.
  *
- * ggml's scalar ggml_vec_dot_iq2_xxs_q8_K sums grid * q8 * sign per 32
- * weights, weights each sum by ls = 2 * (scale nibble) + 1 into one
- * integer per super-block, adds d * bsum in float and scales the row's
- * total by 1/8 at the end (the grid is in eighths). Unpacked, a level is
+ * ggml's ggml_vec_dot_iq2_xxs_q8_K sums grid * q8 * sign per 32 weights
+ * and weights each sum by ls = 2 * (scale nibble) + 1; the float steps
+ * are those of the k-quants' vec_dot order (vecdot_korder.c), the total
+ * scaled by 1/8 at the end (the grid is in eighths). Unpacked, a level is
  * the signed grid coordinate (+-8, 25 or 43) and sc is ls. */
 #include "vecdot.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "../core/types.h"
 #include "../quantize/iq2_tables.h"
 
 #include <string.h>
@@ -70,5 +71,5 @@ void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out) {
 }
 
 float kiln_vec_dot_iq2_xxs(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_iq2_xxs), kiln_unpack_iq2_xxs, KILN_COMB_IQ2, act);
+    return kiln_kdot_ref(n, w, kiln_qtype_get(KILN_IQ2_XXS), KILN_KORDER_VECDOT, act);
 }

@@ -1,24 +1,15 @@
-/* runtime/vecdot_k.c - reference dot products of the k-quants (Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K) against Q8_K activations, and their super-blocks
- * unpacked to integer levels and scales.
- *
- * ggml's scalar k-quant dot products differ in their float steps, which
- * kiln copies exactly (kiln_kdot_ref):
- *   Q2_K      one integer sum and one bsums-times-mins sum per super-block,
- *             sumf += dall * isum - dmin * summs;
- *   Q3_K Q6_K eight integer lanes aux32[l] (weights at position l mod 8)
- *             per super-block, sums[l] += d * aux32[l], then
- *             sumf = 0 + sums[0] + ... + sums[7];
- *   Q4_K Q5_K the same lanes, plus sumf -= dmin * sumi per super-block.
- * The integer sums are exact, so computing them from unpacked levels
- * (weight = d * sc * q - dmin * mn) gives ggml's integers. */
+/* runtime/vecdot_k.c - the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): their
+ * super-blocks unpacked to integer levels and scales (weight = d * sc * q
+ * - dmin * mn), and their reference dot products against Q8_K
+ * activations in ggml's vec_dot order (vecdot_korder.c holds the orders).
+ * The integer sums are exact, so computing them from unpacked levels gives
+ * ggml's integers. */
 #include "vecdot.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "../core/types.h"
 #include "../quantize/kscales.h"
-
-#include <string.h>
 
 #ifdef __x86_64__
 #include <immintrin.h>
@@ -64,10 +55,10 @@ static void q6_k_scalar(const kiln_block_q6_k *b, kiln_qblock *out) {
         const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
         int8_t *q = out->q + 128 * h;
         for (int l = 0; l < 32; l++) {
-            q[l] = (int8_t)(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
-            q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-            q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-            q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            q[l] = (int8_t)((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+            q[l + 32] = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            q[l + 64] = (int8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            q[l + 96] = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
         }
     }
 }
@@ -116,7 +107,6 @@ AVX2 static void kscale_levels_avx2(const uint8_t *qs, const uint8_t *qh, kiln_q
 }
 
 AVX2 static void q6_k_avx2(const kiln_block_q6_k *b, kiln_qblock *out) {
-    const __m256i off = _mm256_set1_epi8(32);
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
@@ -124,8 +114,7 @@ AVX2 static void q6_k_avx2(const kiln_block_q6_k *b, kiln_qblock *out) {
         const __m256i lows[4] = {field(l0, 0, 0xF), field(l1, 0, 0xF), field(l0, 4, 0xF), field(l1, 4, 0xF)};
         for (int s = 0; s < 4; s++) {
             const __m256i top = _mm256_slli_epi16(field(qh, 2 * s, 3), 4);
-            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s),
-                                _mm256_sub_epi8(_mm256_or_si256(lows[s], top), off));
+            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s), _mm256_or_si256(lows[s], top));
         }
     }
 }
@@ -204,72 +193,20 @@ void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out) {
     (void)n;
     if (HAVE_AVX2) q6_k_avx2(b, out);
     else q6_k_scalar(b, out);
+    /* the levels' offset of 32 as a min (see vecdot.h) */
     for (int j = 0; j < 16; j++) {
         out->sc[j] = b->scales[j];
-        out->mn[j] = 0;
+        out->mn[j] = (int16_t)(32 * b->scales[j]);
     }
-    out->d[0] = kiln_fp16_to_fp32(b->d);
-    out->dmin = 0;
+    out->d[0] = out->dmin = kiln_fp16_to_fp32(b->d);
 }
 
-float kiln_kdot_ref(int64_t n, const void *w, size_t block_bytes, kiln_unpack_fn unpack,
-                    kiln_combine comb, const kiln_block_q8_k *y) {
-    const uint8_t *x = w;
-    float sums[8] = {0};
-    float sumf = 0;
-    kiln_qblock b;
-    for (int64_t i = 0; i < n / KILN_QK_K; i++, x += block_bytes) {
-        unpack(x, 1, &b);
-        int32_t aux32[8] = {0};
-        for (int p = 0; p < KILN_QK_K; p++) aux32[p % 8] += b.sc[p / 16] * (b.q[p] * y[i].qs[p]);
-        int32_t summ = 0;
-        for (int j = 0; j < 16; j++) summ += y[i].bsums[j] * b.mn[j];
-        int32_t isum = 0;
-        for (int l = 0; l < 8; l++) isum += aux32[l];
-
-        switch (comb) {
-        case KILN_COMB_Q2_K: {
-            const float dall = y[i].d * b.d[0], dmin = y[i].d * b.dmin;
-            sumf += dall * (float)isum - dmin * (float)summ;
-            break;
-        }
-        case KILN_COMB_LANES_MIN:
-            sumf -= (b.dmin * y[i].d) * (float)summ;
-            /* fall through */
-        case KILN_COMB_LANES: {
-            const float d = b.d[0] * y[i].d;
-            for (int l = 0; l < 8; l++) sums[l] += d * (float)aux32[l];
-            break;
-        }
-        case KILN_COMB_IQ2:
-            sumf += (b.d[0] * y[i].d) * (float)isum;
-            break;
-        default:
-            break;
-        }
-    }
-    if (comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN)
-        for (int l = 0; l < 8; l++) sumf += sums[l];
-    if (comb == KILN_COMB_IQ2) sumf = 0.125f * sumf;
-    return sumf;
+static float kdot(uint32_t type, int64_t n, const void *w, const void *act) {
+    return kiln_kdot_ref(n, w, kiln_qtype_get(type), KILN_KORDER_VECDOT, act);
 }
 
-float kiln_vec_dot_q2_k(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_q2_k), kiln_unpack_q2_k, KILN_COMB_Q2_K, act);
-}
-
-float kiln_vec_dot_q3_k(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_q3_k), kiln_unpack_q3_k, KILN_COMB_LANES, act);
-}
-
-float kiln_vec_dot_q4_k(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_q4_k), kiln_unpack_q4_k, KILN_COMB_LANES_MIN, act);
-}
-
-float kiln_vec_dot_q5_k(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_q5_k), kiln_unpack_q5_k, KILN_COMB_LANES_MIN, act);
-}
-
-float kiln_vec_dot_q6_k(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, sizeof(kiln_block_q6_k), kiln_unpack_q6_k, KILN_COMB_LANES, act);
-}
+float kiln_vec_dot_q2_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q2_K, n, w, act); }
+float kiln_vec_dot_q3_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q3_K, n, w, act); }
+float kiln_vec_dot_q4_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q4_K, n, w, act); }
+float kiln_vec_dot_q5_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q5_K, n, w, act); }
+float kiln_vec_dot_q6_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q6_K, n, w, act); }

@@ -23,9 +23,9 @@
 #define LEGACY(T, t, comb_)                                                                 \
     {T, KILN_Q8_0, KILN_QK, sizeof(kiln_block_##t), sizeof(kiln_block_q8_0), kiln_vec_dot_##t, \
      kiln_unpack_##t, comb_}
-#define KQUANT(T, t, comb_)                                                                   \
+#define KQUANT(T, t, comb_, gemm_chunks_)                                                      \
     {T, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_##t), sizeof(kiln_block_q8_k), kiln_vec_dot_##t, \
-     kiln_unpack_##t, comb_}
+     kiln_unpack_##t, comb_, gemm_chunks_}
 
 /* Indexed by ggml type id; block == 0: no GGML-mode kernel. */
 static const kiln_qtype QTYPES[KILN_TYPE_COUNT] = {
@@ -33,12 +33,14 @@ static const kiln_qtype QTYPES[KILN_TYPE_COUNT] = {
     [KILN_Q4_0] = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
     [KILN_Q5_0] = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
     [KILN_IQ4_NL] = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
-    [KILN_Q2_K] = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_Q2_K),
-    [KILN_Q3_K] = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_LANES),
-    [KILN_Q4_K] = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_LANES_MIN),
-    [KILN_Q5_K] = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_LANES_MIN),
-    [KILN_Q6_K] = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_LANES),
-    [KILN_IQ2_XXS] = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2),
+    /* llama.cpp repacks Q4_K (gemm: one fma per 64 weights) and Q2_K (per
+     * 128) on this CPU; see kiln_korder */
+    [KILN_Q2_K] = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_K_Q2, 4),
+    [KILN_Q3_K] = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_K, 0),
+    [KILN_Q4_K] = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_K_Q4, 2),
+    [KILN_Q5_K] = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_K_Q5, 0),
+    [KILN_Q6_K] = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_K_Q6, 0),
+    [KILN_IQ2_XXS] = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2, 0),
 };
 
 const kiln_qtype *kiln_qtype_get(uint32_t type) {
@@ -62,11 +64,7 @@ void kiln_pact_pack(const kiln_qtype *qt, const void *act, int64_t n, uint8_t *u
     }
     const kiln_block_q8_k *a = act;
     for (int64_t b = 0; b < n / KILN_QK_K; b++) {
-        uint8_t *o = u + KILN_QK_K * b;
-        for (int c = 0; c < 8; c++)
-            for (int l = 0; l < 8; l++)
-                for (int i = 0; i < 4; i++)
-                    o[32 * c + 4 * l + i] = (uint8_t)(a[b].qs[32 * c + l + 8 * i] ^ 0x80);
+        for (int j = 0; j < KILN_QK_K; j++) u[KILN_QK_K * b + j] = (uint8_t)(a[b].qs[j] ^ 0x80);
         d[b] = a[b].d;
         memcpy(bsums + 16 * b, a[b].bsums, sizeof a[b].bsums);
     }
@@ -89,26 +87,26 @@ static void pack32_scalar(const kiln_qblock *q, int j, kiln_pblk32 *P) {
 }
 
 static void pack256_scalar(const kiln_qblock *q, kiln_pblk256 *P) {
+    memset(P->bias, 0, sizeof P->bias);
+    memset(P->cbias, 0, sizeof P->cbias);
     for (int r = 0; r < KILN_PANEL; r++) {
-        for (int l = 0; l < 8; l++) {
-            int32_t sum = 0;
-            for (int c = 0; c < 8; c++)
+        for (int c = 0; c < 8; c++)
+            for (int l = 0; l < 8; l++)
                 for (int i = 0; i < 4; i++) {
-                    int p = 32 * c + l + 8 * i;
+                    const int p = 32 * c + 4 * l + i;
                     P->w[c][l][r][i] = q[r].q[p];
-                    sum += q[r].sc[p / 16] * q[r].q[p];
+                    P->bias[l][r] -= 128 * q[r].sc[p / 16] * q[r].q[p];
                 }
-            P->bias[l][r] = -128 * sum;
-        }
         for (int c = 0; c < 8; c++) {
-            P->sc[c][r][0] = q[r].sc[2 * c];
-            P->sc[c][r][1] = q[r].sc[2 * c + 1];
+            for (int h = 0; h < 2; h++) P->sc[c][h][r][0] = P->sc[c][h][r][1] = q[r].sc[2 * c + h];
             P->mn[c][r][0] = q[r].mn[2 * c];
             P->mn[c][r][1] = q[r].mn[2 * c + 1];
         }
         P->d[r] = q[r].d[0];
         P->dmin[r] = q[r].dmin;
     }
+    for (int r = 0; r < KILN_PANEL; r++)
+        for (int p = 0; p < KILN_QK_K; p++) P->cbias[p / 32][r] -= 128 * q[r].sc[p / 16] * q[r].q[p];
 }
 
 #ifdef __x86_64__
@@ -117,23 +115,13 @@ static void pack256_scalar(const kiln_qblock *q, kiln_pblk256 *P) {
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 /* 32 bytes of each of 16 rows (row r at src + r * stride), seen as 8
- * dwords, out as dst[j][r] = dword j of row r (8 x 64 bytes). With
- * classes set, row bytes are first reordered from position order to class
- * order (byte 4l + i = position l + 8i), the order of kiln_pblk256. */
-AVX512 static void transpose16x8(const uint8_t *src, size_t stride, bool classes, void *dst) {
+ * dwords, out as dst[j][r] = dword j of row r (8 x 64 bytes). */
+AVX512 static void transpose16x8(const uint8_t *src, size_t stride, void *dst) {
     __m512i y[8], a[8], b[8];
     for (int r = 0; r < 8; r++) {
         __m256i lo = _mm256_loadu_si256((const __m256i *)(src + r * stride));
         __m256i hi = _mm256_loadu_si256((const __m256i *)(src + (r + 8) * stride));
         y[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    }
-    if (classes) {
-        /* pairs (l, l + 8) as words, per 16 bytes; the two halves' words side
-         * by side; then interleaved to (l, l + 8, l + 16, l + 24) */
-        const __m512i pair = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
-        const __m512i mix = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
-        for (int r = 0; r < 8; r++)
-            y[r] = _mm512_shuffle_epi8(_mm512_permutex_epi64(_mm512_shuffle_epi8(y[r], pair), 0xD8), mix);
     }
     for (int r = 0; r < 8; r += 2) {
         a[r] = _mm512_unpacklo_epi32(y[r], y[r + 1]);
@@ -157,7 +145,7 @@ AVX512 static void transpose16x8(const uint8_t *src, size_t stride, bool classes
 }
 
 AVX512 static void pack32_avx512(const kiln_qblock *q, int j, kiln_pblk32 *P) {
-    transpose16x8((const uint8_t *)q[0].q + 32 * j, sizeof *q, false, P->w);
+    transpose16x8((const uint8_t *)q[0].q + 32 * j, sizeof *q, P->w);
     /* bias = -128 * sum of levels: vpmaddubsw by 128 cannot saturate for
      * 8-bit levels (2 * 128 * 127 < 32768) */
     const __m512i k128 = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
@@ -169,17 +157,35 @@ AVX512 static void pack32_avx512(const kiln_qblock *q, int j, kiln_pblk32 *P) {
 }
 
 AVX512 static void pack256_avx512(const kiln_qblock *q, kiln_pblk256 *P) {
-    for (int c = 0; c < 8; c++) transpose16x8((const uint8_t *)q[0].q + 32 * c, sizeof *q, true, P->w[c]);
-    /* sc[] and mn[] are 16 int16 = 8 dwords of pairs (2c, 2c + 1) */
-    transpose16x8((const uint8_t *)q[0].sc, sizeof *q, false, P->sc);
-    transpose16x8((const uint8_t *)q[0].mn, sizeof *q, false, P->mn);
+    for (int c = 0; c < 8; c++) transpose16x8((const uint8_t *)q[0].q + 32 * c, sizeof *q, P->w[c]);
+    /* each scale twice in a dword (s | s << 16), sub-block order: dword
+     * 2c + h is sc[c][h] */
+    int32_t dup[KILN_PANEL][16];
+    for (int r = 0; r < KILN_PANEL; r++) {
+        const __m512i s = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)q[r].sc));
+        _mm512_storeu_si512(dup[r], _mm512_or_si512(s, _mm512_slli_epi32(s, 16)));
+    }
+    transpose16x8((const uint8_t *)dup[0], sizeof dup[0], P->sc[0]);
+    transpose16x8((const uint8_t *)dup[0] + 32, sizeof dup[0], P->sc[4]);
+    /* mn[] is 16 int16 = 8 dwords of pairs (2c, 2c + 1) */
+    transpose16x8((const uint8_t *)q[0].mn, sizeof *q, P->mn);
+    /* term (c, l) = 128 * sum(scale * level) of lane l in chunk c:
+     * vpmaddubsw by 128 cannot saturate for levels within +-64 */
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
-    for (int l = 0; l < 8; l++) {
-        __m512i acc = _mm512_setzero_si512();
-        for (int c = 0; c < 8; c++)
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(k128, _mm512_load_si512(P->w[c][l])),
-                                                          _mm512_load_si512(P->sc[c])));
-        _mm512_store_si512(P->bias[l], _mm512_sub_epi32(_mm512_setzero_si512(), acc));
+    __m512i lane[8], chunk[8];
+    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+    for (int c = 0; c < 8; c++) {
+        chunk[c] = _mm512_setzero_si512();
+        for (int l = 0; l < 8; l++) {
+            const __m512i t = _mm512_madd_epi16(_mm512_maddubs_epi16(k128, _mm512_load_si512(P->w[c][l])),
+                                                _mm512_load_si512(P->sc[c][l / 4]));
+            lane[l] = _mm512_sub_epi32(lane[l], t);
+            chunk[c] = _mm512_sub_epi32(chunk[c], t);
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        _mm512_store_si512(P->bias[j], lane[j]);
+        _mm512_store_si512(P->cbias[j], chunk[j]);
     }
     for (int r = 0; r < KILN_PANEL; r++) {
         P->d[r] = q[r].d[0];

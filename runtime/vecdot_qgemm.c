@@ -5,11 +5,14 @@
  * For each block the integer sums of all 16 rows come out of a few
  * vpdpbusd / vpmaddubsw + vpdpwssd (AVX512-VNNI) or vpmaddubsw + vpmaddwd
  * (AVX2) instructions, and are exact. The float steps that follow are
- * ggml's scalar ones (see vecdot_legacy.c, vecdot_k.c), done per lane in
- * the same order - so every output equals the reference dot product bit
- * for bit. Q8_0 keeps the eight 4-weight group sums of a block apart
- * (ggml's x86 order, eight float accumulators per row). Tokens are taken 4 (legacy) or 2 (k-quants) at a time so that
- * each weight vector loaded serves several tokens.
+ * ggml's (see vecdot_legacy.c and, for the Q8_K types, vecdot_korder.c),
+ * done per lane in the same order - so every output equals the reference
+ * dot product bit for bit. Q8_0 keeps the eight 4-weight group sums of a
+ * block apart (ggml's x86 order, eight float accumulators per row); the
+ * Q8_K types keep ggml's eight int32 lanes apart (vec_dot order) or sum
+ * them per group of chunks (the repacked gemm / gemv orders). Tokens are
+ * taken 4 (legacy) or 2 (k-quants) at a time so that each weight vector
+ * loaded serves several tokens.
  *
  * Not here: the packing (vecdot_panel.c) and the choice of rows per
  * thread (matmul.c). A CPU with AVX-512 but no VNNI runs the AVX2 code. */
@@ -20,6 +23,7 @@
 #include "vecdot.h"
 
 #include "../core/cpu.h"
+#include "../core/types.h"
 
 #include <string.h>
 
@@ -49,7 +53,7 @@ static inline tok token(const kiln_pact *A, int64_t t) {
 }
 
 static inline bool has_min(kiln_combine c) {
-    return c == KILN_COMB_Q2_K || c == KILN_COMB_LANES_MIN;
+    return c == KILN_COMB_K_Q2 || c == KILN_COMB_K_Q4 || c == KILN_COMB_K_Q5 || c == KILN_COMB_K_Q6;
 }
 
 /* ---- AVX512-VNNI ------------------------------------------------------ */
@@ -127,82 +131,138 @@ VNNI INLINE void lanes512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T
     }
 }
 
-VNNI INLINE void k512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
-                      float *const *out, __mmask16 mask) {
-    const bool lanes = comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN;
-    __m512 sums[2][8], sumf[2];
+/* Integer lanes of super-block b, chunks [c0, c1), added to acc[k][l]
+ * for T tokens: lane l of chunk c is one dword of every row, with the
+ * scale of its 16-weight half. */
+VNNI INLINE void klanes512(const kiln_pblk256 *B, int64_t b, const tok *tk, int T, int c0, int c1,
+                           __m512i acc[][8]) {
+#pragma GCC unroll 8
+    for (int c = c0; c < c1; c++) {
+        const __m512i sc[2] = {_mm512_load_si512(B->sc[c][0]), _mm512_load_si512(B->sc[c][1])};
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) {
+            const __m512i w = _mm512_load_si512(B->w[c][l]);
+#pragma GCC unroll 8
+            for (int k = 0; k < T; k++) {
+                const __m512i a = _mm512_set1_epi32(load32(tk[k].u + 256 * b + 32 * c + 4 * l));
+                acc[k][l] = _mm512_dpwssd_epi32(acc[k][l], _mm512_maddubs_epi16(a, w), sc[l / 4]);
+            }
+        }
+    }
+}
+
+/* mn[2j] * bsums[2j] + mn[2j+1] * bsums[2j+1] of super-block b, token k. */
+VNNI INLINE __m512i kmins512(const kiln_pblk256 *B, int64_t b, const tok *t, int j, __m512i acc) {
+    return _mm512_dpwssd_epi32(acc, _mm512_set1_epi32(load32(t->bs + 16 * b + 2 * j)), _mm512_load_si512(B->mn[j]));
+}
+
+/* ggml's hsum_float_8 tree over eight lane accumulators. */
+VNNI INLINE __m512 khsum512(const __m512 a[8]) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                         _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+}
+
+/* The vec_dot order (vecdot_korder.c). */
+VNNI INLINE void kvec512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                         float *const *out, __mmask16 mask) {
+    __m512 acc[2][8], accm[2][4], summs[2];
 #pragma GCC unroll 8
     for (int k = 0; k < T; k++) {
-        sumf[k] = _mm512_setzero_ps();
+        summs[k] = _mm512_setzero_ps();
 #pragma GCC unroll 8
-        for (int l = 0; l < 8; l++) sums[k][l] = _mm512_setzero_ps();
+        for (int l = 0; l < 8; l++) acc[k][l] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int l = 0; l < 4; l++) accm[k][l] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const kiln_pblk256 *B = P + b;
-        __m512i acc[2][8];
+        __m512i L[2][8];
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             const __m512i bl = _mm512_load_si512(B->bias[l]);
 #pragma GCC unroll 8
-            for (int k = 0; k < T; k++) acc[k][l] = bl;
+            for (int k = 0; k < T; k++) L[k][l] = bl;
         }
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            const __m512i sc = _mm512_load_si512(B->sc[c]);
-#pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) {
-                const __m512i w = _mm512_load_si512(B->w[c][l]);
-#pragma GCC unroll 8
-                for (int k = 0; k < T; k++) {
-                    const __m512i a = _mm512_set1_epi32(load32(tk[k].u + 256 * b + 32 * c + 4 * l));
-                    acc[k][l] = _mm512_dpwssd_epi32(acc[k][l], _mm512_maddubs_epi16(a, w), sc);
-                }
-            }
-        }
-        __m512i mins[2];
-        if (has_min(comb))
-#pragma GCC unroll 8
-            for (int k = 0; k < T; k++) {
-                mins[k] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++)
-                    mins[k] = _mm512_dpwssd_epi32(mins[k], _mm512_set1_epi32(load32(tk[k].bs + 16 * b + 2 * j)),
-                                                  _mm512_load_si512(B->mn[j]));
-            }
+        klanes512(B, b, tk, T, 0, 8, L);
         const __m512 dx = _mm512_load_ps(B->d), dmx = _mm512_load_ps(B->dmin);
 #pragma GCC unroll 8
         for (int k = 0; k < T; k++) {
             const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
-            if (lanes) {
-                const __m512 d = _mm512_mul_ps(dx, dy);
+            if (has_min(comb)) {
+                const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(-tk[k].d[b]), dmx);
+                __m512i m[8];
 #pragma GCC unroll 8
-                for (int l = 0; l < 8; l++)
-                    sums[k][l] = _mm512_add_ps(sums[k][l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(acc[k][l])));
-                if (comb == KILN_COMB_LANES_MIN)
-                    sumf[k] = _mm512_sub_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(dmx, dy), _mm512_cvtepi32_ps(mins[k])));
-                continue;
-            }
-            __m512i isum = acc[k][0];
+                for (int j = 0; j < 8; j++) m[j] = kmins512(B, b, &tk[k], j, _mm512_setzero_si512());
+                if (comb == KILN_COMB_K_Q6)
 #pragma GCC unroll 8
-            for (int l = 1; l < 8; l++) isum = _mm512_add_epi32(isum, acc[k][l]);
-            if (comb == KILN_COMB_Q2_K) {
-                const __m512 dall = _mm512_mul_ps(dy, dx), dmin = _mm512_mul_ps(dy, dmx);
-                sumf[k] = _mm512_add_ps(sumf[k], _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
-                                                               _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mins[k]))));
-            } else {
-                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(dx, dy), _mm512_cvtepi32_ps(isum)));
+                    for (int l = 0; l < 8; l++) L[k][l] = _mm512_sub_epi32(L[k][l], m[l]);
+                if (comb == KILN_COMB_K_Q2)
+#pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) acc[k][l] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m[l]), acc[k][l]);
+                if (comb == KILN_COMB_K_Q4)
+#pragma GCC unroll 8
+                    for (int l = 0; l < 4; l++)
+                        accm[k][l] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(_mm512_add_epi32(m[2 * l], m[2 * l + 1])), accm[k][l]);
+                if (comb == KILN_COMB_K_Q5) {
+                    __m512i t = m[0];
+#pragma GCC unroll 8
+                    for (int j = 1; j < 8; j++) t = _mm512_add_epi32(t, m[j]);
+                    summs[k] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(t), summs[k]);
+                }
             }
+            const __m512 d = _mm512_mul_ps(dy, dx);
+#pragma GCC unroll 8
+            for (int l = 0; l < 8; l++) acc[k][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(L[k][l]), acc[k][l]);
         }
     }
 #pragma GCC unroll 8
     for (int k = 0; k < T; k++) {
-        __m512 s = sumf[k];
-        if (lanes)
-#pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) s = _mm512_add_ps(s, sums[k][l]);
+        __m512 s = khsum512(acc[k]);
+        if (comb == KILN_COMB_K_Q4)
+            s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(accm[k][0], accm[k][2]), _mm512_add_ps(accm[k][1], accm[k][3])));
+        if (comb == KILN_COMB_K_Q5) s = _mm512_add_ps(s, summs[k]);
         if (comb == KILN_COMB_IQ2) s = _mm512_mul_ps(_mm512_set1_ps(0.125f), s);
         _mm512_mask_storeu_ps(out[k], mask, s);
     }
+}
+
+/* The repacked gemm (G chunks per fma) and gemv (G = 8) orders. */
+VNNI INLINE void krep512(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, int G, float *const *out,
+                         __mmask16 mask) {
+    __m512 A[2], M[2];
+#pragma GCC unroll 8
+    for (int k = 0; k < T; k++) A[k] = M[k] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const kiln_pblk256 *B = P + b;
+        const __m512 dx = _mm512_load_ps(B->d), dmx = _mm512_load_ps(B->dmin);
+#pragma GCC unroll 8
+        for (int c0 = 0; c0 < 8; c0 += G) {
+            __m512i L[2][8], bias = _mm512_load_si512(B->cbias[c0]);
+#pragma GCC unroll 8
+            for (int c = c0 + 1; c < c0 + G; c++) bias = _mm512_add_epi32(bias, _mm512_load_si512(B->cbias[c]));
+#pragma GCC unroll 8
+            for (int k = 0; k < T; k++) {
+                L[k][0] = bias;
+#pragma GCC unroll 8
+                for (int l = 1; l < 8; l++) L[k][l] = _mm512_setzero_si512();
+            }
+            klanes512(B, b, tk, T, c0, c0 + G, L);
+#pragma GCC unroll 8
+            for (int k = 0; k < T; k++) {
+                const __m512i i = _mm512_add_epi32(
+                    _mm512_add_epi32(_mm512_add_epi32(L[k][0], L[k][1]), _mm512_add_epi32(L[k][2], L[k][3])),
+                    _mm512_add_epi32(_mm512_add_epi32(L[k][4], L[k][5]), _mm512_add_epi32(L[k][6], L[k][7])));
+                __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int j = c0; j < c0 + G; j++) m = kmins512(B, b, &tk[k], j, m);
+                const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
+                A[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dx, dy), A[k]);
+                M[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmx, dy), M[k]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < T; k++) _mm512_mask_storeu_ps(out[k], mask, _mm512_sub_ps(A[k], M[k]));
 }
 
 /* Tokens [t0, t0 + n) in groups of G, the rest one by one; LAST tells
@@ -300,63 +360,111 @@ AVX2 INLINE void lanes256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T
 }
 
 /* k-quant levels stay within +-64, so vpmaddubsw of (a + 128) and the
- * level cannot saturate and the panel's bias applies as with VNNI. */
-AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
-                      float *const *out, int n_rows) {
-    const bool lanes = comb == KILN_COMB_LANES || comb == KILN_COMB_LANES_MIN;
+ * level cannot saturate and the panel's bias applies as with VNNI. Half
+ * h of the panel (rows 8h..8h+7), one token; the same steps as kvec512 /
+ * krep512. */
+AVX2 INLINE void klanes256(const kiln_pblk256 *B, int64_t b, const tok *t, int h, int c0, int c1, __m256i acc[8]) {
+#pragma GCC unroll 8
+    for (int c = c0; c < c1; c++) {
+        const __m256i sc[2] = {_mm256_load_si256((const __m256i *)B->sc[c][0][8 * h]),
+                               _mm256_load_si256((const __m256i *)B->sc[c][1][8 * h])};
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) {
+            const __m256i w = _mm256_load_si256((const __m256i *)B->w[c][l][8 * h]);
+            const __m256i a = _mm256_set1_epi32(load32(t->u + 256 * b + 32 * c + 4 * l));
+            acc[l] = _mm256_add_epi32(acc[l], _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), sc[l / 4]));
+        }
+    }
+}
+
+AVX2 INLINE __m256i kmins256(const kiln_pblk256 *B, int64_t b, const tok *t, int h, int j) {
+    return _mm256_madd_epi16(_mm256_set1_epi32(load32(t->bs + 16 * b + 2 * j)),
+                             _mm256_load_si256((const __m256i *)B->mn[j][8 * h]));
+}
+
+AVX2 INLINE void kvec256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
+                         float *const *out, int n_rows) {
     (void)T;
     for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
-        __m256 sums[8], sumf = _mm256_setzero_ps();
+        __m256 acc[8], accm[4], summs = _mm256_setzero_ps();
 #pragma GCC unroll 8
-        for (int l = 0; l < 8; l++) sums[l] = _mm256_setzero_ps();
+        for (int l = 0; l < 8; l++) acc[l] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int l = 0; l < 4; l++) accm[l] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const kiln_pblk256 *B = P + b;
-            __m256i acc[8];
+            __m256i L[8];
 #pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) acc[l] = _mm256_load_si256((const __m256i *)(B->bias[l] + 8 * h));
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                const __m256i sc = _mm256_load_si256((const __m256i *)B->sc[c][8 * h]);
-#pragma GCC unroll 8
-                for (int l = 0; l < 8; l++) {
-                    const __m256i w = _mm256_load_si256((const __m256i *)B->w[c][l][8 * h]);
-                    const __m256i a = _mm256_set1_epi32(load32(tk[0].u + 256 * b + 32 * c + 4 * l));
-                    acc[l] = _mm256_add_epi32(acc[l], _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), sc));
-                }
-            }
-            __m256i mins = _mm256_setzero_si256();
-            if (has_min(comb))
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++)
-                    mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_set1_epi32(load32(tk[0].bs + 16 * b + 2 * j)),
-                                                                    _mm256_load_si256((const __m256i *)B->mn[j][8 * h])));
+            for (int l = 0; l < 8; l++) L[l] = _mm256_load_si256((const __m256i *)(B->bias[l] + 8 * h));
+            klanes256(B, b, &tk[0], h, 0, 8, L);
             const __m256 dx = _mm256_load_ps(B->d + 8 * h), dmx = _mm256_load_ps(B->dmin + 8 * h);
             const __m256 dy = _mm256_set1_ps(tk[0].d[b]);
-            if (lanes) {
-                const __m256 d = _mm256_mul_ps(dx, dy);
+            if (has_min(comb)) {
+                const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-tk[0].d[b]), dmx);
+                __m256i m[8];
 #pragma GCC unroll 8
-                for (int l = 0; l < 8; l++)
-                    sums[l] = _mm256_add_ps(sums[l], _mm256_mul_ps(d, _mm256_cvtepi32_ps(acc[l])));
-                if (comb == KILN_COMB_LANES_MIN)
-                    sumf = _mm256_sub_ps(sumf, _mm256_mul_ps(_mm256_mul_ps(dmx, dy), _mm256_cvtepi32_ps(mins)));
-                continue;
+                for (int j = 0; j < 8; j++) m[j] = kmins256(B, b, &tk[0], h, j);
+                if (comb == KILN_COMB_K_Q6)
+#pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) L[l] = _mm256_sub_epi32(L[l], m[l]);
+                if (comb == KILN_COMB_K_Q2)
+#pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) acc[l] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(m[l]), acc[l]);
+                if (comb == KILN_COMB_K_Q4)
+#pragma GCC unroll 8
+                    for (int l = 0; l < 4; l++)
+                        accm[l] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_add_epi32(m[2 * l], m[2 * l + 1])), accm[l]);
+                if (comb == KILN_COMB_K_Q5) {
+                    __m256i t = m[0];
+#pragma GCC unroll 8
+                    for (int j = 1; j < 8; j++) t = _mm256_add_epi32(t, m[j]);
+                    summs = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(t), summs);
+                }
             }
-            __m256i isum = acc[0];
+            const __m256 d = _mm256_mul_ps(dy, dx);
 #pragma GCC unroll 8
-            for (int l = 1; l < 8; l++) isum = _mm256_add_epi32(isum, acc[l]);
-            if (comb == KILN_COMB_Q2_K) {
-                const __m256 dall = _mm256_mul_ps(dy, dx), dmin = _mm256_mul_ps(dy, dmx);
-                sumf = _mm256_add_ps(sumf, _mm256_sub_ps(_mm256_mul_ps(dall, _mm256_cvtepi32_ps(isum)),
-                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins))));
-            } else {
-                sumf = _mm256_add_ps(sumf, _mm256_mul_ps(_mm256_mul_ps(dx, dy), _mm256_cvtepi32_ps(isum)));
+            for (int l = 0; l < 8; l++) acc[l] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(L[l]), acc[l]);
+        }
+        __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                 _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+        if (comb == KILN_COMB_K_Q4)
+            s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(accm[0], accm[2]), _mm256_add_ps(accm[1], accm[3])));
+        if (comb == KILN_COMB_K_Q5) s = _mm256_add_ps(s, summs);
+        if (comb == KILN_COMB_IQ2) s = _mm256_mul_ps(_mm256_set1_ps(0.125f), s);
+        _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), s);
+    }
+}
+
+AVX2 INLINE void krep256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, int G, float *const *out,
+                         int n_rows) {
+    (void)T;
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
+        __m256 A = _mm256_setzero_ps(), M = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const kiln_pblk256 *B = P + b;
+            const __m256 dx = _mm256_load_ps(B->d + 8 * h), dmx = _mm256_load_ps(B->dmin + 8 * h);
+            const __m256 dy = _mm256_set1_ps(tk[0].d[b]);
+#pragma GCC unroll 8
+            for (int c0 = 0; c0 < 8; c0 += G) {
+                __m256i L[8];
+                L[0] = _mm256_load_si256((const __m256i *)(B->cbias[c0] + 8 * h));
+#pragma GCC unroll 8
+                for (int c = c0 + 1; c < c0 + G; c++)
+                    L[0] = _mm256_add_epi32(L[0], _mm256_load_si256((const __m256i *)(B->cbias[c] + 8 * h)));
+#pragma GCC unroll 8
+                for (int l = 1; l < 8; l++) L[l] = _mm256_setzero_si256();
+                klanes256(B, b, &tk[0], h, c0, c0 + G, L);
+                const __m256i i = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(L[0], L[1]), _mm256_add_epi32(L[2], L[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(L[4], L[5]), _mm256_add_epi32(L[6], L[7])));
+                __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int j = c0; j < c0 + G; j++) m = _mm256_add_epi32(m, kmins256(B, b, &tk[0], h, j));
+                A = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dx, dy), A);
+                M = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmx, dy), M);
             }
         }
-        if (lanes)
-#pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) sumf = _mm256_add_ps(sumf, sums[l]);
-        if (comb == KILN_COMB_IQ2) sumf = _mm256_mul_ps(_mm256_set1_ps(0.125f), sumf);
-        _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), sumf);
+        _mm256_maskstore_ps(out[0] + 8 * h, rows_mask(n_rows, h), _mm256_sub_ps(A, M));
     }
 }
 
@@ -365,45 +473,69 @@ AVX2 INLINE void k256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T, k
         TOKEN_LOOP(KERNEL, BLK, G, COMB, LAST); \
         break;
 
-VNNI static void qgemm_vnni(const kiln_qtype *qt, const void *panel, const kiln_pact *A, int64_t t0,
-                            int64_t n, float *y, int64_t ldy, int n_rows) {
+VNNI static void qgemm_vnni(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *A,
+                            int64_t t0, int64_t n, float *y, int64_t ldy, int n_rows) {
     const __mmask16 last = (__mmask16)((1u << n_rows) - 1);
+    if (qt->act_type == KILN_Q8_K && order != KILN_KORDER_VECDOT && qt->gemm_chunks) {
+        const int G = order == KILN_KORDER_GEMM ? qt->gemm_chunks : 8;
+        switch (G) {
+            KERNEL_CASE(2, krep512, kiln_pblk256, 2, last)
+            KERNEL_CASE(4, krep512, kiln_pblk256, 2, last)
+            KERNEL_CASE(8, krep512, kiln_pblk256, 2, last)
+        }
+        return;
+    }
     switch (qt->comb) {
         KERNEL_CASE(KILN_COMB_LANES8, lanes512, kiln_pblk32, 2, last)
         KERNEL_CASE(KILN_COMB_Q8_0, leg512, kiln_pblk32, 4, last)
         KERNEL_CASE(KILN_COMB_Q4_0, leg512, kiln_pblk32, 4, last)
-        KERNEL_CASE(KILN_COMB_Q2_K, k512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_LANES, k512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_LANES_MIN, k512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_IQ2, k512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_K, kvec512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_K_Q6, kvec512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_K_Q2, kvec512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_K_Q4, kvec512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_K_Q5, kvec512, kiln_pblk256, 2, last)
+        KERNEL_CASE(KILN_COMB_IQ2, kvec512, kiln_pblk256, 2, last)
     }
 }
 
-AVX2 static void qgemm_avx2(const kiln_qtype *qt, const void *panel, const kiln_pact *A, int64_t t0,
-                            int64_t n, float *y, int64_t ldy, int n_rows) {
+AVX2 static void qgemm_avx2(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *A,
+                            int64_t t0, int64_t n, float *y, int64_t ldy, int n_rows) {
+    if (qt->act_type == KILN_Q8_K && order != KILN_KORDER_VECDOT && qt->gemm_chunks) {
+        const int G = order == KILN_KORDER_GEMM ? qt->gemm_chunks : 8;
+        switch (G) {
+            KERNEL_CASE(2, krep256, kiln_pblk256, 1, n_rows)
+            KERNEL_CASE(4, krep256, kiln_pblk256, 1, n_rows)
+            KERNEL_CASE(8, krep256, kiln_pblk256, 1, n_rows)
+        }
+        return;
+    }
     switch (qt->comb) {
         KERNEL_CASE(KILN_COMB_LANES8, lanes256, kiln_pblk32, 1, n_rows)
         KERNEL_CASE(KILN_COMB_Q8_0, leg256, kiln_pblk32, 4, n_rows)
         KERNEL_CASE(KILN_COMB_Q4_0, leg256, kiln_pblk32, 4, n_rows)
-        KERNEL_CASE(KILN_COMB_Q2_K, k256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_LANES, k256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_LANES_MIN, k256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_IQ2, k256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_K, kvec256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_K_Q6, kvec256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_K_Q2, kvec256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_K_Q4, kvec256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_K_Q5, kvec256, kiln_pblk256, 1, n_rows)
+        KERNEL_CASE(KILN_COMB_IQ2, kvec256, kiln_pblk256, 1, n_rows)
     }
 }
 #endif
 
-bool kiln_qgemm_panel(const kiln_qtype *qt, const void *panel, const kiln_pact *act, int64_t t0,
-                      int64_t n_tokens, float *y, int64_t ldy, int n_rows) {
+bool kiln_qgemm_panel(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *act,
+                      int64_t t0, int64_t n_tokens, float *y, int64_t ldy, int n_rows) {
 #ifdef __x86_64__
     if (kiln_cpu_has_vnni()) {
-        qgemm_vnni(qt, panel, act, t0, n_tokens, y, ldy, n_rows);
+        qgemm_vnni(qt, order, panel, act, t0, n_tokens, y, ldy, n_rows);
         return true;
     }
     if (kiln_simd() >= KILN_SIMD_AVX2) {
-        qgemm_avx2(qt, panel, act, t0, n_tokens, y, ldy, n_rows);
+        qgemm_avx2(qt, order, panel, act, t0, n_tokens, y, ldy, n_rows);
         return true;
     }
+#else
+    (void)qt, (void)order, (void)panel, (void)act, (void)t0, (void)n_tokens, (void)y, (void)ldy, (void)n_rows;
 #endif
     return false;
 }
