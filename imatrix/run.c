@@ -103,7 +103,7 @@ static void end_state(run_state *s) {
 static int evaluate(run_state *s, const kiln_model *m, const kiln_imx_tokens *tk, const kiln_imx_run_params *p,
                     kiln_imx_run_result *r, kiln_err *err) {
     kiln_ctx_params cp = {.n_ctx = tk->n_ctx, .mode = p->mode, .hook = kiln_imx_hook, .hook_user = &s->col,
-                          .hook_output = p->process_output, .attention = KILN_ATTN_LLAMACPP};
+                          .hook_output = p->process_output, .attention = KILN_ATTN_LLAMACPP_ONE_CHUNK};
     kiln_ctx *ctx = kiln_ctx_new(m, &cp, err);
     if (!ctx) return -1;
     const int64_t n_vocab = m->hp.n_vocab;

@@ -76,19 +76,20 @@ static void kqv_exact(const kiln_kv_cache *kv, int64_t il, int64_t off, const fl
 }
 
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
-    if (c->p.attention == KILN_ATTN_LLAMACPP) {
+    if (c->p.attention != KILN_ATTN_F32) {
         kiln_attend_flash(c, il, n);
         return;
     }
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
     const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
-    /* llama.cpp's KV view holds exactly the cells in use (n_pad 1): its
-     * softmax rows are n_kv long, masked beyond each token, and the V
-     * product goes to tinyBLAS only for batches of 2+ tokens over a
-     * multiple of 16 cells, else to ggml_vec_dot_f32 */
-    const int64_t n_kv = n_past + n;
-    const bool tinyblas = n >= 2 && n_kv % 16 == 0, exact = c->p.mode == KILN_NUM_EXACT;
+    /* llama.cpp's KV view (llama_kv_cache::get_n_kv) holds the cells in
+     * use rounded up to a multiple of 256, and its cache has room for
+     * that (llama_context pads n_ctx to 256): softmax rows are n_kv long,
+     * masked beyond each token, and the V product goes to tinyBLAS for
+     * batches of 2+ tokens, else to ggml_vec_dot_f32 */
+    const int64_t n_kv = kiln_kv_view(n_past + n);
+    const bool tinyblas = n >= 2 && n_kv % 16 == 0 && hd % 4 == 0, exact = c->p.mode == KILN_NUM_EXACT;
     const float scale = 1.0f / sqrtf((float)hd);
     const kiln_kv_cache *kv = &c->kv;
     /* threads only pay off once there is real work */
@@ -97,7 +98,7 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     for (int64_t job = 0; job < n * nh; job++) {
         const int64_t t = job / nh, h = job % nh, off = (h / group) * hd;
         const int64_t n_att = n_past + t + 1; /* causal: itself and before */
-        float *s = c->work + (int64_t)omp_get_thread_num() * c->work_stride, *acc = s + c->n_ctx;
+        float *s = c->work + (int64_t)omp_get_thread_num() * c->work_stride, *acc = s + kiln_kv_view(c->n_ctx);
         const float *qh = c->q + t * n_q + h * hd;
         float *o = c->att + t * n_q + h * hd;
         if (exact) {
@@ -165,7 +166,7 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     head_norm(k, L->attn_k_norm, n, hp->n_head_kv, hd, hp->norm_eps);
     rope_rows(c, c->q, n, hp->n_head, hd);
     rope_rows(c, k, n, hp->n_head_kv, hd);
-    if (c->p.attention == KILN_ATTN_LLAMACPP) { /* the F16 cache */
+    if (c->p.attention != KILN_ATTN_F32) { /* the F16 cache */
         kiln_f16_round(k, k, n * n_kv);
         kiln_f16_round(v, v, n * n_kv);
     }

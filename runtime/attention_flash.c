@@ -2,7 +2,22 @@
  * llama.cpp's default CPU context, an F16 KV cache read by ggml's flash-
  * attention kernel, reproduced in ggml's order so that perplexity and
  * imatrix runs give llama-perplexity's and llama-imatrix's numbers.
- * attention.c calls kiln_attend_flash() in place of its softmax path. */
+ * attention.c calls kiln_attend_flash() in place of its softmax path.
+ *
+ * ggml's CPU flash attention (ggml_compute_forward_flash_attn_ext_f16,
+ * read at unslothai/llama.cpp 02142bbc) has two kernels that matter here:
+ *   - the tiled one, for batches of at least GGML_FA_TILE_Q = 64 queries
+ *     with an f32 Q and head_dim a multiple of 16: Q stays f32, the f16
+ *     cache is widened to f32, scores and the V product are small GEMMs
+ *     (simd-gemm.h: every output one fused multiply-add chain in k
+ *     order) over tiles of 64 cells, with an online softmax per tile;
+ *   - the "one_chunk" one for smaller batches: Q rounded to f16, one
+ *     cell at a time, an f16 V accumulator.
+ * (A third, the split-KV decode path for one query over 512+ cells, sums
+ * per thread of llama.cpp and is not reproduced: kiln uses one_chunk.)
+ * kiln_attend_flash says which kernel runs when.
+ * Which queries share a tile or a thread changes no bit in either: every
+ * query row's numbers depend only on its own scores. */
 #include "forward_impl.h"
 
 #include <immintrin.h>
@@ -12,6 +27,10 @@
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "vecdot_simd.h"
+
+/* GGML_FA_TILE_Q and GGML_FA_TILE_KV (ggml-cpu/common.h) */
+#define FA_TILE 64
 
 static inline float round_h(float x) { return kiln_fp16_to_fp32(kiln_fp32_to_fp16(x)); }
 
@@ -75,8 +94,8 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
         for (int64_t i = 0; i < n; i++) acc[i] = round_h(fmaf(v[i], a, acc[i]));
 }
 
-/* Per head and query, as ggml_compute_forward_flash_attn_ext_f16 does with
- * F16 K and V (the cache rows already hold f16 values, kiln_f16_round):
+/* ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V (the
+ * cache rows already hold f16 values, kiln_f16_round), per head and query:
  * the query is rounded to f16; for each visible cell j in order,
  * s = dot(q, k_j) summed as ggml_vec_dot_f16 on AVX-512 sums it (the
  * products of halves are exact in f32, so kiln_vec_dot's order is that
@@ -86,7 +105,7 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
  * sum S = S * ms + vs; finally the output is the accumulator / S in f32.
  * Masked cells (beyond the query's position) are skipped, as ggml skips
  * -INFINITY mask entries, so batching does not change any bit. */
-void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n) {
+static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
     const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
@@ -122,3 +141,208 @@ void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n) {
     }
 }
 
+
+/* ---- the tiled kernel ---------------------------------------------------- */
+
+/* C[i][j] += sum over k < K of A[i][k] * B[k][j] for i < M, j < N (N a
+ * multiple of 16), each output one fused multiply-add chain in k order
+ * starting from its value in C: the order of ggml's simd_gemm. */
+KILN_AVX512 static inline __attribute__((always_inline)) void gemm_block_avx512(
+    float *C, int64_t ldc, const float *A, int64_t lda, const float *B, int64_t ldb, int RM, int RN, int K) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < RM; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < RN; r++) acc[i][r] = _mm512_loadu_ps(C + i * ldc + 16 * r);
+    for (int k = 0; k < K; k++) {
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < RN; r++) b[r] = _mm512_loadu_ps(B + k * ldb + 16 * r);
+#pragma GCC unroll 4
+        for (int i = 0; i < RM; i++) {
+            const __m512 a = _mm512_set1_ps(A[i * lda + k]);
+#pragma GCC unroll 4
+            for (int r = 0; r < RN; r++) acc[i][r] = _mm512_fmadd_ps(b[r], a, acc[i][r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < RM; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < RN; r++) _mm512_storeu_ps(C + i * ldc + 16 * r, acc[i][r]);
+}
+
+/* Four rows (RM constant in each instance) against all of N. */
+KILN_AVX512 static inline __attribute__((always_inline)) void gemm_rows_avx512(
+    float *C, int64_t ldc, const float *A, int64_t lda, const float *B, int64_t ldb, int RM, int K, int N) {
+    int j = 0;
+    for (; j + 64 <= N; j += 64) gemm_block_avx512(C + j, ldc, A, lda, B + j, ldb, RM, 4, K);
+    for (; j < N; j += 16) gemm_block_avx512(C + j, ldc, A, lda, B + j, ldb, RM, 1, K);
+}
+
+KILN_AVX512 static void gemm_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                                    int64_t ldb, int M, int K, int N) {
+    int i = 0;
+    for (; i + 4 <= M; i += 4) gemm_rows_avx512(C + i * ldc, ldc, A + i * lda, lda, B, ldb, 4, K, N);
+    for (; i < M; i++) gemm_rows_avx512(C + i * ldc, ldc, A + i * lda, lda, B, ldb, 1, K, N);
+}
+
+/* The same chains, k outermost so that the compiler can vectorize over j
+ * (AVX2 and the scalar level; identical bits). */
+static inline __attribute__((always_inline)) void gemm_lanes(float *restrict C, int64_t ldc,
+                                                             const float *restrict A, int64_t lda,
+                                                             const float *restrict B, int64_t ldb, int M,
+                                                             int K, int N) {
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            const float a = A[i * lda + k];
+            for (int j = 0; j < N; j++) C[i * ldc + j] = fmaf(B[k * ldb + j], a, C[i * ldc + j]);
+        }
+}
+__attribute__((target("avx2,fma"))) static void gemm_fma(float *C, int64_t ldc, const float *A, int64_t lda,
+                                                       const float *B, int64_t ldb, int M, int K, int N) {
+    gemm_lanes(C, ldc, A, lda, B, ldb, M, K, N);
+}
+static void gemm_generic(float *C, int64_t ldc, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         int M, int K, int N) {
+    gemm_lanes(C, ldc, A, lda, B, ldb, M, K, N);
+}
+
+static void fa_gemm(float *C, int64_t ldc, const float *A, int64_t lda, const float *B, int64_t ldb, int M,
+                    int K, int N) {
+    const kiln_simd_level lvl = kiln_simd();
+    if (lvl >= KILN_SIMD_AVX512) gemm_avx512(C, ldc, A, lda, B, ldb, M, K, N);
+    else if (lvl >= KILN_SIMD_AVX2) gemm_fma(C, ldc, A, lda, B, ldb, M, K, N);
+    else gemm_generic(C, ldc, A, lda, B, ldb, M, K, N);
+}
+
+/* kt[d][j] = k_j[d] for the nc <= FA_TILE cells from k (rows ldk apart),
+ * zeros for j >= nc: a KV tile's keys, cells along the SIMD dimension. */
+KILN_AVX512 static void transpose_keys_avx512(const float *k, int64_t ldk, int nc, int64_t hd, float *kt) {
+    for (int64_t d0 = 0; d0 < hd; d0 += 16)
+        for (int j0 = 0; j0 < FA_TILE; j0 += 16) {
+            __m512 in[16], out[16];
+            for (int j = 0; j < 16; j++)
+                in[j] = j0 + j < nc ? _mm512_loadu_ps(k + (j0 + j) * ldk + d0) : _mm512_setzero_ps();
+            kiln_transpose16(in, out);
+#pragma GCC unroll 16
+            for (int d = 0; d < 16; d++) _mm512_storeu_ps(kt + (d0 + d) * FA_TILE + j0, out[d]);
+        }
+}
+
+static void transpose_keys(const float *k, int64_t ldk, int nc, int64_t hd, float *kt) {
+    if (kiln_simd() >= KILN_SIMD_AVX512 && hd % 16 == 0) {
+        transpose_keys_avx512(k, ldk, nc, hd, kt);
+        return;
+    }
+    for (int64_t d = 0; d < hd; d++)
+        for (int j = 0; j < FA_TILE; j++) kt[d * FA_TILE + j] = j < nc ? k[j * ldk + d] : 0.0f;
+}
+
+/* Per-thread scratch of the tiled kernel, carved from c->work. */
+typedef struct fa_scratch {
+    float *kt;  /* head_dim x FA_TILE: a key tile, transposed */
+    float *kq;  /* FA_TILE x FA_TILE: scores, then softmax numerators */
+    float *vkq; /* FA_TILE x head_dim: the output accumulators */
+    float *m, *s; /* FA_TILE: running maximum and sum of each query */
+} fa_scratch;
+
+int64_t kiln_attend_flash_scratch(int64_t head_dim) {
+    return 2 * FA_TILE * head_dim + FA_TILE * FA_TILE + 2 * FA_TILE;
+}
+
+/* Queries t0 .. t0 + nq - 1 (nq <= FA_TILE) of head h, as ggml's tiled
+ * kernel computes one Q tile: for each tile of 64 cells, the scores
+ * s = chain(q . k) * scale, -INFINITY where masked (causal) or past the
+ * view; per query the tile maximum m, the running maximum M' = max(M, m)
+ * and, when it grew, the accumulator and the sum S scaled by
+ * expf(M - M'); the numerators exp(s - M') and their sum as
+ * ggml_vec_soft_max_f32 (kiln_exp_sum), S = f32(S + sum); then
+ * acc += numerators x V as one GEMM (a chain over the tile's cells).
+ * Output acc / S. A tile every query of the Q tile masks entirely is
+ * skipped, as ggml skips it; a query that masks a whole tile another
+ * query sees leaves its numbers untouched (ggml adds zeros). */
+static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, int64_t t0, int nq, int64_t n) {
+    const kiln_hparams *hp = &c->m->hp;
+    const int64_t hd = hp->head_dim, n_q = hd * hp->n_head, off = (h / (hp->n_head / hp->n_head_kv)) * hd;
+    const int64_t n_past = c->n_past, n_kv = n_past + n;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const kiln_kv_cache *kv = &c->kv;
+    const float *q = c->q + t0 * n_q + h * hd;
+    memset(w->vkq, 0, (size_t)(nq * hd) * sizeof(float));
+    for (int i = 0; i < nq; i++) {
+        w->m[i] = -INFINITY;
+        w->s[i] = 0.0f;
+    }
+    /* cells the tile's last query sees: [0, n_past + t0 + nq) */
+    const int64_t seen = n_past + t0 + nq < n_kv ? n_past + t0 + nq : n_kv;
+    for (int64_t c0 = 0; c0 < seen; c0 += FA_TILE) {
+        const int nc = (int)(n_kv - c0 < FA_TILE ? n_kv - c0 : FA_TILE);
+        transpose_keys(kiln_kv_k(kv, il, c0) + off, kv->row, nc, hd, w->kt);
+        memset(w->kq, 0, (size_t)(nq * FA_TILE) * sizeof(float));
+        fa_gemm(w->kq, FA_TILE, q, n_q, w->kt, FA_TILE, nq, (int)hd, FA_TILE);
+        int n_used = 0; /* cells any query of the tile sees */
+        for (int i = 0; i < nq; i++) {
+            float *row = w->kq + i * FA_TILE;
+            int64_t vis = n_past + t0 + i + 1 - c0; /* causal: cells up to its own */
+            if (vis > nc) vis = nc;
+            if (vis <= 0) { /* all -INFINITY: ggml skips the query for this tile */
+                memset(row, 0, FA_TILE * sizeof(float));
+                continue;
+            }
+            if (vis > n_used) n_used = (int)vis;
+            float tile_max = -INFINITY;
+            for (int j = 0; j < FA_TILE; j++) {
+                row[j] = j < vis ? row[j] * scale : -INFINITY;
+                if (row[j] > tile_max) tile_max = row[j];
+            }
+            const float m_new = fmaxf(w->m[i], tile_max);
+            if (m_new > w->m[i]) {
+                const float ms = expf(w->m[i] - m_new);
+                float *acc = w->vkq + i * hd;
+                for (int64_t d = 0; d < hd; d++) acc[d] *= ms;
+                w->s[i] *= ms;
+            }
+            w->m[i] = m_new;
+            w->s[i] = (float)((double)w->s[i] + kiln_exp_sum(row, FA_TILE, m_new));
+        }
+        /* numerators past n_used are zeros in every row: fused adds of
+         * 0 * v leave the chains unchanged, so they are left out */
+        fa_gemm(w->vkq, hd, w->kq, FA_TILE, kiln_kv_v(kv, il, c0) + off, kv->row, nq, n_used, (int)hd);
+    }
+    for (int i = 0; i < nq; i++) {
+        const float inv = w->s[i] == 0.0f ? 0.0f : 1.0f / w->s[i];
+        float *o = c->att + (t0 + i) * n_q + h * hd;
+        const float *acc = w->vkq + i * hd;
+        for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    }
+}
+
+static void attend_tiled(kiln_ctx *c, int64_t il, int64_t n) {
+    const kiln_hparams *hp = &c->m->hp;
+    const int64_t hd = hp->head_dim, nh = hp->n_head, n_tiles = (n + FA_TILE - 1) / FA_TILE;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads)
+    for (int64_t job = 0; job < nh * n_tiles; job++) {
+        const int64_t h = job / n_tiles, t0 = job % n_tiles * FA_TILE;
+        float *base = c->work + (int64_t)omp_get_thread_num() * c->work_stride;
+        const fa_scratch w = {base, base + FA_TILE * hd, base + FA_TILE * hd + FA_TILE * FA_TILE,
+                              base + 2 * FA_TILE * hd + FA_TILE * FA_TILE,
+                              base + 2 * FA_TILE * hd + FA_TILE * FA_TILE + FA_TILE};
+        tile_job(c, &w, il, h, t0, (int)(n - t0 < FA_TILE ? n - t0 : FA_TILE), n);
+    }
+}
+
+void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n) {
+    /* ggml's choice (q is f32, K and V both F16): tiled for 64+ queries
+     * when head_dim is whole vectors of its AVX-512 build.
+     * llama-imatrix's golden numbers, however, come from the one_chunk
+     * kernel for its batches of 4 x 128 tokens from 16 parallel sequences
+     * (its running PPL estimates agree with one_chunk to the printed
+     * digit, with the tiled kernel in none of 64 chunks), while
+     * llama-perplexity's 128-token batches of one sequence take the tiled
+     * one (all 146 estimates agree). Why is not established (the ggml
+     * source read chooses the tiled kernel for both), so kiln imatrix
+     * asks for KILN_ATTN_LLAMACPP_ONE_CHUNK. */
+    if (n >= FA_TILE && c->m->hp.head_dim % 16 == 0 && c->p.attention == KILN_ATTN_LLAMACPP)
+        attend_tiled(c, il, n);
+    else attend_one_chunk(c, il, n);
+}

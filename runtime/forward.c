@@ -43,9 +43,10 @@ static int alloc_scratch(kiln_ctx *c) {
     c->rows = malloc((size_t)(b * k) * sizeof(int32_t));
     c->ex_in = malloc((size_t)(b * d) * sizeof(float));
     c->ex_out = malloc((size_t)(b * d) * sizeof(float));
+    c->ex_round = malloc((size_t)(b * max64(d, hp->n_ff_exp)) * sizeof(float));
     c->slot_out = malloc((size_t)(b * k * d) * sizeof(float));
     c->sh_gate = malloc((size_t)b * sizeof(float));
-    return c->router && c->sel && c->sel_w && c->rows && c->ex_in && c->ex_out && c->slot_out &&
+    return c->router && c->sel && c->sel_w && c->rows && c->ex_in && c->ex_out && c->ex_round && c->slot_out &&
                    c->sh_gate
                ? 0
                : -1;
@@ -64,7 +65,7 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
         kiln_fail(err, NULL, "mode", -1, "unknown numeric mode %d", (int)c->p.mode);
         goto fail;
     }
-    if (c->p.attention != KILN_ATTN_F32 && c->p.attention != KILN_ATTN_LLAMACPP) {
+    if (c->p.attention < KILN_ATTN_F32 || c->p.attention > KILN_ATTN_LLAMACPP_ONE_CHUNK) {
         kiln_fail(err, NULL, "attention", -1, "unknown attention kind %d", (int)c->p.attention);
         goto fail;
     }
@@ -72,7 +73,7 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
     c->n_batch = c->n_ctx < KILN_MAX_BATCH ? c->n_ctx : KILN_MAX_BATCH;
     c->n_threads = omp_get_max_threads();
     if (c->n_threads < 1) c->n_threads = 1;
-    c->work_stride = c->n_ctx + 64 * hp->head_dim;
+    c->work_stride = max64(kiln_kv_view(c->n_ctx) + 64 * hp->head_dim, kiln_attend_flash_scratch(hp->head_dim));
     c->rope = (kiln_rope){.n_rot = hp->n_rot, .neox = hp->rope_neox, .freq_base = hp->rope_freq_base,
                           .freq_scale = hp->rope_freq_scale,
                           .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
@@ -94,7 +95,7 @@ void kiln_ctx_free(kiln_ctx *c) {
     kiln_kv_free(&c->kv);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
                     c->rope_cs, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
-                    c->ex_out, c->slot_out, c->sh_gate};
+                    c->ex_out, c->ex_round, c->slot_out, c->sh_gate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }

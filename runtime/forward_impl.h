@@ -29,8 +29,9 @@ struct kiln_ctx {
     float *tmp;        /* a block's output (or fused qkv), max(n_embd, qkv) */
     float *ff_a, *ff_b; /* FFN hidden activations, largest FFN width */
     float *rope_cs;    /* RoPE (cos, sin) of each token, n_rot */
-    float *work;       /* per worker: n_ctx attention weights, then 64 rows
-                        * of head_dim partial sums (work_stride floats) */
+    float *work;       /* per worker: kiln_kv_view(n_ctx) attention weights, then 64 rows
+                        * of head_dim partial sums, or the flash kernel's
+                        * tiles (work_stride floats) */
     int64_t work_stride;
 
     /* MoE routing: per token the selected experts and their weights, and
@@ -40,6 +41,8 @@ struct kiln_ctx {
     float *sel_w;      /* n_expert_used */
     int32_t *rows;     /* (token * n_expert_used + slot) routed to one expert */
     float *ex_in, *ex_out; /* gathered inputs / outputs of one expert, n_embd */
+    float *ex_round;   /* an expert product's input rounded to f16 / bf16,
+                        * max(n_embd, n_ff_exp) */
     float *slot_out;   /* n_expert_used * n_embd */
     float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
 };
@@ -62,15 +65,19 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
 
 /* Attention of the n queries in c->q against cache layer il (causal),
  * into c->att. In KILN_NUM_GGML mode it sums as llama.cpp does for a batch
- * of n tokens over n_past + n cached cells (softmax rows that long, the V
- * product by tinyBLAS or by ggml_vec_dot_f32), so a token's numbers depend
- * slightly on how it was batched, as they do in llama.cpp;
- * KILN_NUM_EXACT's do not. With KILN_ATTN_LLAMACPP (whatever the mode)
- * it is ggml's flash attention over an F16 cache instead, which does not
- * depend on batching either. */
+ * of n tokens over its KV view (n_past + n cells rounded up to 256, at
+ * most n_ctx: softmax rows that long, the V product by tinyBLAS or by
+ * ggml_vec_dot_f32), so a token's numbers depend slightly on how it was
+ * batched and on n_ctx, as they do in llama.cpp; KILN_NUM_EXACT's do not.
+ * With KILN_ATTN_LLAMACPP (whatever the mode) it is ggml's flash
+ * attention over an F16 cache instead (attention_flash.c), whose numbers
+ * depend on the batch only through the choice of kernel (64+ queries:
+ * the tiled one). */
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
 /* kiln_attend's KILN_ATTN_LLAMACPP path (attention_flash.c). */
 void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);
+/* Floats of c->work each worker of kiln_attend_flash needs. */
+int64_t kiln_attend_flash_scratch(int64_t head_dim);
 
 /* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU
  * (gpt2). Biases may be NULL. Uses c->ff_a / c->ff_b. */

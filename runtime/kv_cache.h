@@ -34,6 +34,14 @@ void kiln_kv_free(kiln_kv_cache *c);
  * the same bits. */
 void kiln_f16_round(const float *x, float *y, int64_t n);
 
+/* The length of llama.cpp's KV view (llama_kv_cache::get_n_kv) when
+ * n_used cells are filled: rounded up to a multiple of 256 (its context
+ * pads n_ctx to 256, so the cache always has that many). The non-flash
+ * attention's softmax rows are this long. */
+static inline int64_t kiln_kv_view(int64_t n_used) {
+    return (n_used + 255) / 256 * 256;
+}
+
 /* Row of position pos in layer il. */
 static inline float *kiln_kv_k(const kiln_kv_cache *c, int64_t il, int64_t pos) {
     return c->k + (il * c->n_ctx + pos) * c->row;

@@ -14,6 +14,9 @@
  * to it (which is also what the imatrix hook sees). */
 #include "forward_impl.h"
 
+#include "../core/types.h"
+#include "vecdot.h"
+
 #include <string.h>
 
 /* Softmax of one token's router logits, then the k best experts (ties go
@@ -39,17 +42,43 @@ static void route(const kiln_hparams *hp, kiln_numeric_mode mode, float *probs, 
     for (int64_t j = 0; j < k; j++) w[j] = w[j] / s;
 }
 
+/* y = expert e's slab of w times the m rows of x, as ggml_mul_mat_id
+ * computes it: F32 / F16 / BF16 weights in KILN_NUM_GGML mode by the
+ * type's ggml_vec_dot for every (row, token), never by tinyBLAS as a
+ * dense product of as many rows would be; everything else as
+ * kiln_fwd_matmul. */
+static int expert_matmul(kiln_ctx *c, const kiln_tensor *w, int e, const float *x, int64_t m, float *y,
+                         kiln_err *err) {
+    const uint32_t t = w->type;
+    if (c->p.mode != KILN_NUM_GGML || (t != KILN_F32 && t != KILN_F16 && t != KILN_BF16))
+        return kiln_fwd_matmul(c, w, e, x, m, y, err);
+    if (kiln_fwd_matmul(c, w, e, x, m, NULL, err) < 0) return -1; /* the hook alone */
+    const int64_t n_in = w->ne[0], n_out = w->ne[1];
+    const uint8_t *slab = w->data + (uint64_t)e * kiln_type_row_bytes(t, (uint64_t)n_in) * (uint64_t)n_out;
+    const float *xa = x;
+    if (t != KILN_F32) { /* ggml's vec_dot_type: the activations in the weight's precision */
+        for (int64_t i = 0; i < m; i++) {
+            if (t == KILN_F16) kiln_act_round_f16(x + i * n_in, c->ex_round + i * n_in, n_in);
+            else kiln_act_round_bf16(x + i * n_in, c->ex_round + i * n_in, n_in);
+        }
+        xa = c->ex_round;
+    }
+    if (kiln_fgemm_ggml(t, slab, n_in, n_out, xa, m, y, true) == 0) return 0;
+    return kiln_fail(err, NULL, NULL, -1, "%.*s: expert product failed (out of memory)", (int)w->name.len,
+                     w->name.ptr);
+}
+
 /* Runs expert e on the `m` (token, slot) pairs in c->rows and stores each
  * weighted output in c->slot_out. */
 static int run_expert(kiln_ctx *c, const kiln_layer *L, int e, const float *x, int64_t m, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t d = hp->n_embd, f = hp->n_ff_exp, k = hp->n_expert_used;
     for (int64_t i = 0; i < m; i++) memcpy(c->ex_in + i * d, x + (c->rows[i] / k) * d, (size_t)d * sizeof(float));
-    if (kiln_fwd_matmul(c, L->ffn_up_exps, e, c->ex_in, m, c->ff_b, err) < 0 ||
-        kiln_fwd_matmul(c, L->ffn_gate_exps, e, c->ex_in, m, c->ff_a, err) < 0)
+    if (expert_matmul(c, L->ffn_up_exps, e, c->ex_in, m, c->ff_b, err) < 0 ||
+        expert_matmul(c, L->ffn_gate_exps, e, c->ex_in, m, c->ff_a, err) < 0)
         return -1;
     kiln_swiglu(c->ff_a, c->ff_b, c->ff_a, m, f, c->p.mode);
-    if (kiln_fwd_matmul(c, L->ffn_down_exps, e, c->ff_a, m, c->ex_out, err) < 0) return -1;
+    if (expert_matmul(c, L->ffn_down_exps, e, c->ff_a, m, c->ex_out, err) < 0) return -1;
     for (int64_t i = 0; i < m; i++) {
         const float wt = c->sel_w[c->rows[i]];
         const float *src = c->ex_out + i * d;

@@ -178,6 +178,24 @@ static float exp16_generic(float *x, float max) {
     return exp16_lanes(x, max);
 }
 
+double kiln_exp_sum(float *x, int64_t n, float max) {
+    /* as ggml_vec_soft_max_f32: blocks of 16 by the polynomial, each
+     * block's sum added to a double; glibc's expf for the rest */
+    const kiln_simd_level lvl = kiln_simd();
+    float (*block)(float *, float) = lvl >= KILN_SIMD_AVX512 ? exp16_avx512
+                                     : lvl >= KILN_SIMD_AVX2 ? exp16_fma
+                                                             : exp16_generic;
+    double sum = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) sum += (double)block(x + i, max);
+    for (; i < n; i++) {
+        const float v = expf(x[i] - max);
+        x[i] = v;
+        sum += (double)v;
+    }
+    return sum;
+}
+
 void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
@@ -189,27 +207,14 @@ void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
         memset(x, 0, (size_t)n * sizeof *x);
         return;
     }
-    double sum = 0.0;
-    int64_t i = 0;
     if (mode == KILN_NUM_EXACT) {
-        for (; i < n; i++) sum += exp((double)x[i] - max);
-        for (i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - max) / sum);
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+        for (int64_t i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - max) / sum);
         return;
     }
-    /* as ggml_vec_soft_max_f32: blocks of 16 by the polynomial, each
-     * block's sum added to a double; glibc's expf for the rest */
-    const kiln_simd_level lvl = kiln_simd();
-    float (*block)(float *, float) = lvl >= KILN_SIMD_AVX512 ? exp16_avx512
-                                     : lvl >= KILN_SIMD_AVX2 ? exp16_fma
-                                                             : exp16_generic;
-    for (; i + 16 <= n; i += 16) sum += (double)block(x + i, max);
-    for (; i < n; i++) {
-        const float v = expf(x[i] - max);
-        x[i] = v;
-        sum += (double)v;
-    }
-    const float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) x[i] *= inv;
+    const float inv = (float)(1.0 / kiln_exp_sum(x, n, max));
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
 /* ---- activations ----------------------------------------------------------- */

@@ -53,6 +53,12 @@ void kiln_rope_head(const kiln_rope *r, const float *cs, float *x);
  * 16 start at x[0]: callers that mimic a padded row pad it with -INFINITY. */
 void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode);
 
+/* In place: x = exp(x - max) as ggml_vec_soft_max_f32 computes it (the
+ * polynomial on blocks of 16 from x[0], glibc's expf for the rest; -INFINITY
+ * gives 0); returns the sum of the results in its order: each block's sum
+ * in _mm512_reduce_add_ps's order, added to a double. */
+double kiln_exp_sum(float *x, int64_t n, float max);
+
 /* For each of `rows` rows of n: y = silu(g) * u (SwiGLU). y may alias g
  * or u. */
 void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t n, kiln_numeric_mode mode);

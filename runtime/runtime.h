@@ -20,8 +20,12 @@
  *     llama-perplexity use unless told otherwise: keys, values and queries
  *     rounded to f16, Q.K summed as ggml_vec_dot_f16 sums it, an online
  *     softmax (running max and sum) and the weighted values accumulated in
- *     f16, as ggml's CPU flash-attention kernel does. It does not depend on
- *     the numeric mode or on how tokens are batched. */
+ *     f16, as ggml's CPU flash-attention kernel does. Batches of 64 or more
+ *     queries take ggml's tiled kernel, as llama-perplexity's do.
+ *   KILN_ATTN_LLAMACPP_ONE_CHUNK: the same cache and kernel family, but
+ *     always ggml's untiled "one_chunk" kernel: llama-imatrix's figures
+ *     (batches of several sequences) agree with it and not with the tiled
+ *     one (see runtime/attention_flash.c). */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
@@ -41,6 +45,7 @@ typedef void (*kiln_matmul_hook)(void *user, const char *tensor_name, int expert
 typedef enum kiln_attention {
     KILN_ATTN_F32 = 0,  /* f32 KV cache, no flash attention (golden logits) */
     KILN_ATTN_LLAMACPP, /* F16 KV cache + flash attention (llama.cpp's defaults) */
+    KILN_ATTN_LLAMACPP_ONE_CHUNK, /* the same, always with ggml's untiled kernel */
 } kiln_attention;
 
 typedef struct kiln_ctx_params {
@@ -49,7 +54,7 @@ typedef struct kiln_ctx_params {
     kiln_matmul_hook hook;
     void *hook_user;
     bool hook_output;          /* also call the hook for output.weight */
-    kiln_attention attention;  /* KILN_ATTN_F32 (default) or KILN_ATTN_LLAMACPP */
+    kiln_attention attention;  /* KILN_ATTN_F32 (default) or a KILN_ATTN_LLAMACPP* */
 } kiln_ctx_params;
 
 typedef struct kiln_ctx kiln_ctx;

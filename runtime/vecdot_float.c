@@ -3,9 +3,9 @@
  * n_in - 1, starting from 0, whatever the SIMD level, the thread count or
  * the number of tokens in the call.
  *
- * Used for F32, F16 and BF16 weights (whose products with f16 / bf16
- * rounded activations are exact, so only the accumulation rounds) and for
- * every type in KILN_NUM_EXACT mode after dequantization. A serial chain
+ * Used for every type in KILN_NUM_EXACT mode (after dequantization).
+ * The end of the file holds the other family: F32 / F16 / BF16 weights in
+ * KILN_NUM_GGML mode, summed in ggml's orders (kiln_fgemm_ggml). A serial chain
  * per output is the order that a register-blocked GEMM computes naturally
  * when one SIMD lane holds one output row: weights are repacked into
  * panels P[k][16 rows], activations into X[k][24 tokens], and the
@@ -22,6 +22,8 @@
 #include "vecdot.h"
 
 #include "../core/cpu.h"
+#include "../core/fp16.h"
+#include "../core/types.h"
 #include "vecdot_simd.h"
 
 #include <math.h>
@@ -285,7 +287,7 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
     free(X);
 }
 
-/* ---- F32 weights in KILN_NUM_GGML mode: ggml's own orders -------------- */
+/* ---- F32 / F16 / BF16 weights in KILN_NUM_GGML mode: ggml's orders ---- */
 
 /* The tree of gcc's _mm512_reduce_add_ps: 256-bit halves (l + l+8), then
  * 128-bit halves, then lanes 0+2 and 1+3, then those two. */
@@ -296,16 +298,48 @@ static float reduce16(const float v[16]) {
     return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
-float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n) {
+/* ggml_vec_dot_f32 / _f16's main loop: four 16-lane chains over blocks of
+ * 64, combined (a0+a2) + (a1+a3), reduced; covers n & ~63. */
+static float vec4x16(const float *w, const float *x, int64_t np) {
     float acc[4][16] = {{0}}, v[16];
-    const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 16; l++) acc[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], acc[j][l]);
     for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    float s = reduce16(v);
+    return reduce16(v);
+}
+
+float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n) {
+    const int64_t np = n & ~(int64_t)63;
+    float s = vec4x16(w, x, np);
     for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
     return s;
+}
+
+/* ggml_vec_dot_f16 (values already widened): the same blocks, the sum
+ * kept in double and the leftover products added to it. */
+static float vec_f16_ref(const float *w, const float *x, int64_t n) {
+    const int64_t np = n & ~(int64_t)63;
+    double s = vec4x16(w, x, np);
+    for (int64_t i = np; i < n; i++) s += (double)(w[i] * x[i]);
+    return (float)s;
+}
+
+/* ggml_vec_dot_bf16 on AVX-512F without AVX512_BF16 (widened values): two
+ * 16-lane accumulators over blocks of 32 (exact products, so ggml's
+ * mul + add equals a fused one), each reduced and added to a double, then
+ * the leftovers in double. */
+static float vec_bf16_ref(const float *w, const float *x, int64_t n) {
+    float c[2][16] = {{0}};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 2; j++)
+            for (int l = 0; l < 16; l++) c[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], c[j][l]);
+    double s = 0.0;
+    s += (double)reduce16(c[0]);
+    s += (double)reduce16(c[1]);
+    for (; i < n; i++) s += (double)(w[i] * x[i]);
+    return (float)s;
 }
 
 float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n) {
@@ -313,6 +347,11 @@ float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n) {
     for (int64_t k = 0; k < n; k += 16)
         for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], x[k + l], acc[l]);
     return reduce16(acc);
+}
+
+static float vec_ref(uint32_t type, const float *w, const float *x, int64_t n) {
+    return type == KILN_F16 ? vec_f16_ref(w, x, n) : type == KILN_BF16 ? vec_bf16_ref(w, x, n)
+                                                                       : kiln_fdot_ggml_vec(w, x, n);
 }
 
 #ifdef __x86_64__
@@ -323,10 +362,19 @@ AVX512 static inline float reduce16_avx512(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
 }
 
+/* 16 weights of a row of `type` at w (element index k), widened exactly. */
+AVX512 INLINE __m512 wload(uint32_t type, const void *w, int64_t k) {
+    if (type == KILN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)));
+    if (type == KILN_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k))), 16));
+    return _mm512_loadu_ps((const float *)w + k);
+}
+
 /* tinyBLAS tiles: rows [r0, r0 + RN) x tokens [t0, t0 + TN), one zmm
  * chain per output. RN, TN <= 4; constants in the hot instance. */
-AVX512 INLINE void tiny_tile(const float *w, const float *x, int64_t n, int64_t n_out, int64_t r0,
-                             int RN, int64_t t0, int TN, float *y) {
+AVX512 INLINE void tiny_tile(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                             int64_t n_out, int64_t r0, int RN, int64_t t0, int TN, float *y) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < RN; i++)
@@ -335,7 +383,7 @@ AVX512 INLINE void tiny_tile(const float *w, const float *x, int64_t n, int64_t 
     __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t k = 0; k < n; k += 16) {
 #pragma GCC unroll 4
-        for (int i = 0; i < RN; i++) wv[i] = _mm512_loadu_ps(w + (r0 + i) * n + k);
+        for (int i = 0; i < RN; i++) wv[i] = wload(type, w + (r0 + i) * row_bytes, k);
 #pragma GCC unroll 4
         for (int j = 0; j < TN; j++) {
             const __m512 xv = _mm512_loadu_ps(x + (t0 + j) * n + k);
@@ -349,54 +397,117 @@ AVX512 INLINE void tiny_tile(const float *w, const float *x, int64_t n, int64_t 
         for (int j = 0; j < TN; j++) y[(t0 + j) * n_out + r0 + i] = reduce16_avx512(acc[i][j]);
 }
 
-AVX512 static void tiny_avx512(const float *w, const float *x, int64_t n, int64_t n_out,
-                               int64_t n_tokens, float *y) {
+AVX512 static void tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                               int64_t n_out, int64_t n_tokens, float *y) {
     const int64_t nrb = (n_out + 3) / 4, ntb = (n_tokens + 3) / 4;
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nrb * ntb; b++) {
         const int64_t r0 = b % nrb * 4, t0 = b / nrb * 4;
         const int RN = n_out - r0 < 4 ? (int)(n_out - r0) : 4, TN = n_tokens - t0 < 4 ? (int)(n_tokens - t0) : 4;
-        if (RN == 4 && TN == 4) tiny_tile(w, x, n, n_out, r0, 4, t0, 4, y);
-        else tiny_tile(w, x, n, n_out, r0, RN, t0, TN, y);
+        if (RN == 4 && TN == 4) {
+            /* one instance per type, so that the loads inline */
+            if (type == KILN_F16) tiny_tile(KILN_F16, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
+            else if (type == KILN_BF16) tiny_tile(KILN_BF16, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
+            else tiny_tile(KILN_F32, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
+        } else {
+            tiny_tile(type, w, row_bytes, x, n, n_out, r0, RN, t0, TN, y);
+        }
     }
 }
 
-/* ggml_vec_dot_f32 for AVX-512: four zmm chains over 64 values a step. */
-AVX512 static float vec_avx512(const float *w, const float *x, int64_t n) {
+/* ggml_vec_dot_f32 / _f16 / _bf16 for AVX-512, as vec_ref describes. */
+AVX512 INLINE float vec_avx512(uint32_t type, const void *w, const float *x, int64_t n) {
+    if (type == KILN_BF16) {
+        __m512 c1 = _mm512_setzero_ps(), c2 = c1;
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            c1 = _mm512_fmadd_ps(wload(type, w, i), _mm512_loadu_ps(x + i), c1);
+            c2 = _mm512_fmadd_ps(wload(type, w, i + 16), _mm512_loadu_ps(x + i + 16), c2);
+        }
+        double s = 0.0;
+        s += (double)reduce16_avx512(c1);
+        s += (double)reduce16_avx512(c2);
+        for (; i < n; i++) s += (double)(kiln_bf16_to_fp32(((const uint16_t *)w)[i]) * x[i]);
+        return (float)s;
+    }
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+        a0 = _mm512_fmadd_ps(wload(type, w, i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(wload(type, w, i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(wload(type, w, i + 32), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(wload(type, w, i + 48), _mm512_loadu_ps(x + i + 48), a3);
     }
-    float s = reduce16_avx512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
-    for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
+    const float head = reduce16_avx512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    if (type == KILN_F16) {
+        double s = head;
+        for (int64_t i = np; i < n; i++) s += (double)(kiln_fp16_to_fp32(((const uint16_t *)w)[i]) * x[i]);
+        return (float)s;
+    }
+    float s = head;
+    for (int64_t i = np; i < n; i++) s = fmaf(((const float *)w)[i], x[i], s);
     return s;
 }
 
-AVX512 static void vec_rows_avx512(const float *w, const float *x, int64_t n, int64_t n_out,
-                                   int64_t n_tokens, float *y) {
+AVX512 static void vec_rows_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                                   int64_t n_out, int64_t n_tokens, float *y) {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = vec_avx512(w + r * n, x + t * n, n);
+    for (int64_t r = 0; r < n_out; r++) {
+        const uint8_t *wr = w + r * row_bytes;
+        for (int64_t t = 0; t < n_tokens; t++) {
+            if (type == KILN_F16) y[t * n_out + r] = vec_avx512(KILN_F16, wr, x + t * n, n);
+            else if (type == KILN_BF16) y[t * n_out + r] = vec_avx512(KILN_BF16, wr, x + t * n, n);
+            else y[t * n_out + r] = vec_avx512(KILN_F32, wr, x + t * n, n);
+        }
+    }
 }
 #endif
 
-void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
-                         int64_t n_tokens, float *y) {
-    const bool tiny = n_tokens >= 2 && n_in % 16 == 0;
+/* Below AVX-512: the reference functions, F16 / BF16 rows widened to f32
+ * first into rows_buf (omp_get_max_threads() rows of n). */
+static void ggml_rows_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                          int64_t n_out, int64_t n_tokens, float *y, bool tiny, float *rows_buf) {
+#pragma omp parallel
+    {
+        float *row = rows_buf ? rows_buf + (int64_t)omp_get_thread_num() * n : NULL;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < n_out; r++) {
+            const float *wr = (const float *)(w + r * row_bytes);
+            if (row) {
+                const uint16_t *h = (const uint16_t *)(w + r * row_bytes);
+                for (int64_t k = 0; k < n; k++)
+                    row[k] = type == KILN_F16 ? kiln_fp16_to_fp32(h[k]) : kiln_bf16_to_fp32(h[k]);
+                wr = row;
+            }
+            for (int64_t t = 0; t < n_tokens; t++)
+                y[t * n_out + r] = tiny ? kiln_fdot_ggml_tiny(wr, x + t * n, n) : vec_ref(type, wr, x + t * n, n);
+        }
+    }
+}
+
+int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
+                    float *y, bool vec_only) {
+    if (type != KILN_F32 && type != KILN_F16 && type != KILN_BF16) return -1;
+    const int64_t row_bytes = n_in * (type == KILN_F32 ? 4 : 2);
+    /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
+     * shape (k whole vectors, m whole 4-row tiles); mul_mat_id never */
+    const bool tiny = !vec_only && n_tokens >= 2 && n_in % 16 == 0 && n_out % 4 == 0;
 #ifdef __x86_64__
     if (kiln_simd() >= KILN_SIMD_AVX512) {
-        if (tiny) tiny_avx512(w, x, n_in, n_out, n_tokens, y);
-        else vec_rows_avx512(w, x, n_in, n_out, n_tokens, y);
-        return;
+        if (tiny) tiny_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
+        else vec_rows_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
+        return 0;
     }
 #endif
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t t = 0; t < n_tokens; t++)
-            y[t * n_out + r] = tiny ? kiln_fdot_ggml_tiny(w + r * n_in, x + t * n_in, n_in)
-                                    : kiln_fdot_ggml_vec(w + r * n_in, x + t * n_in, n_in);
+    float *rows_buf = NULL;
+    if (type != KILN_F32 && !(rows_buf = malloc((size_t)(omp_get_max_threads() * n_in) * sizeof(float))))
+        return -1;
+    ggml_rows_ref(type, w, row_bytes, x, n_in, n_out, n_tokens, y, tiny, rows_buf);
+    free(rows_buf);
+    return 0;
+}
+
+void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
+                         int64_t n_tokens, float *y) {
+    kiln_fgemm_ggml(KILN_F32, w, n_in, n_out, x, n_tokens, y, false);
 }

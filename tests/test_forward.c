@@ -119,8 +119,10 @@ static void test_golden_ggml(void **state) {
         snprintf(ref, sizeof ref, "golden/logits/%.60s.logits", stems[i]);
         stats s = run_golden(kiln_shared_path(gguf), kiln_shared_path(ref), KILN_NUM_GGML);
         double kld = s.sum_kld / (double)s.n, top = (double)s.same_top / (double)s.n;
-        bool f32 = strstr(stems[i], "-f32") != NULL;
-        bool ok = kld <= 1e-5 && top >= 0.995 && (!f32 || s.max_abs <= 2e-2);
+        /* float weights: llama.cpp's numbers bit for bit (tinyBLAS and
+         * ggml_vec_dot orders, the 256-cell KV view) */
+        bool exact = strstr(stems[i], "-f32") || strstr(stems[i], "-f16") || strstr(stems[i], "-bf16");
+        bool ok = kld <= 1e-5 && top >= 0.995 && (!exact || s.max_abs == 0);
         printf("# ggml  %-18s %4lld pos  mean KLD %.3e  top-1 %.4f  max|d| %.3e  %s\n", stems[i],
                (long long)s.n, kld, top, s.max_abs, ok ? "ok" : "FAIL");
         bad += !ok;

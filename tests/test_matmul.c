@@ -361,15 +361,16 @@ static void test_q8_0_x86_order(void **state) {
 
 /* F32 weights in GGML mode have the orders of llama.cpp's AVX-512 build:
  * tinyBLAS (16 lanes over k, the reduce tree) for several tokens when
- * n_in % 16 == 0, ggml_vec_dot_f32 (4 x 16 lanes over 64 values a step,
+ * n_in % 16 == 0 and the weight's rows are a multiple of 4 (tinyBLAS's
+ * smallest row tile; otherwise llamafile_sgemm declines), ggml_vec_dot_f32 (4 x 16 lanes over 64 values a step,
  * (a0+a2) + (a1+a3), the tree, leftovers fused) otherwise. Written out
  * here independently; every SIMD level must give these bits. */
 static void test_f32_ggml_orders(void **state) {
-    const int64_t sizes[] = {640, 608, 601, 48};
-    for (int si = 0; si < 4; si++) {
+    const int64_t sizes[] = {640, 608, 601, 48, 640}, rows[] = {24, 24, 21, 24, 21};
+    for (int si = 0; si < 5; si++) {
         const int64_t n = sizes[si], T = 6;
         coherent = si & 1;
-        mat m = make_mat(KILN_F32, n, 21);
+        mat m = make_mat(KILN_F32, n, rows[si]);
         coherent = false;
         const float *W = (const float *)m.w;
         float *x = malloc((size_t)(T * n) * sizeof(float));
@@ -393,14 +394,15 @@ static void test_f32_ggml_orders(void **state) {
                 for (int64_t k = np; k < n; k++) s = fmaf(w[k], xt[k], s);
                 vec[t * m.n_out + r] = s;
             }
-        const float *batch = n % 16 == 0 ? tiny : vec;
+        const bool tinyblas = n % 16 == 0 && m.n_out % 4 == 0;
+        const float *batch = tinyblas ? tiny : vec;
         for (int l = 0; l < 3; l++) {
             kiln_simd_set(LEVELS[l]);
             if (kiln_simd() != LEVELS[l]) continue;
             float *y = run(&m, x, T, KILN_NUM_GGML);
             if (memcmp(y, batch, (size_t)(T * m.n_out) * sizeof(float)))
                 fail_msg("F32 n_in %lld at %s: batch differs from the %s order", (long long)n,
-                         kiln_simd_name(LEVELS[l]), n % 16 == 0 ? "tinyBLAS" : "vec_dot_f32");
+                         kiln_simd_name(LEVELS[l]), tinyblas ? "tinyBLAS" : "vec_dot_f32");
             check_against(&m, x, T, y, KILN_NUM_GGML, 1e-5);
             free(y);
             for (int64_t t = 0; t < T; t += 5) {
