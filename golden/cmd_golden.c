@@ -163,9 +163,9 @@ static int print_json(const char *model, const char *path, const kiln_golden *g,
     }
     for (int i = 0; failed && i < rep->n_failed; i++) json_array_append_new(failed, json_string(rep->failed[i]));
     const json_t *ref_model = kiln_golden_model(g);
-    json_t *extra = json_pack("{s:s, s:{s:s, s:s, s:O}, s:O, s:s, s:I, s:o, s:b, s:o, s:{s:o, s:o, s:o, s:o}, s:o,"
+    json_t *extra = json_pack("{s:s, s:s, s:{s:s, s:s, s:O}, s:O, s:s, s:I, s:o, s:b, s:o, s:{s:o, s:o, s:o, s:o}, s:o,"
                               " s:o, s:o}",
-                              "model", model, "reference", "path", path, "format", g->format, "model",
+                              "schema", "kiln.golden.check/1", "model", model, "reference", "path", path, "format", g->format, "model",
                               ref_model ? ref_model : json_null(), "fingerprint", rep->model, "relation",
                               kiln_fp_relation_name(rep->relation), "n_prompts", (json_int_t)rep->n_prompts,
                               "kld_p90", num(rep->all.kld_p90), "passed", rep->passed, "failed", failed,

@@ -152,8 +152,8 @@ static json_t *num(double v) {
 }
 
 static int print_json(const opts *o, const kiln_ppl_result *r, int threads) {
-    json_t *j = json_pack("{s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:i, s:s, s:O}",
-                          "model", o->model, "ppl", num(r->ppl), "ppl_err", num(r->ppl_err),
+    json_t *j = json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:i, s:s, s:O}",
+                          "schema", "kiln.perplexity/1", "model", o->model, "ppl", num(r->ppl), "ppl_err", num(r->ppl_err),
                           "n_ctx", (json_int_t)r->n_ctx, "n_chunks", (json_int_t)r->n_chunks,
                           "n_tokens", (json_int_t)r->n_tokens, "n_scored", (json_int_t)r->count,
                           "n_text_tokens", (json_int_t)r->n_text_tokens, "add_bos", r->add_bos,
@@ -228,8 +228,8 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         else printf("n_ctx and chunks from %s", o.base);
         /* each chunk is evaluated alone, so a batch never exceeds it */
         uint64_t nb = p.n_ctx && o.n_batch > o.n_ctx ? o.n_ctx : o.n_batch;
-        printf(", batch_size=%llu, %d threads, %s numbers\n", (unsigned long long)nb, threads,
-               o.exact ? "exact" : "ggml");
+        printf(", batch_size=%s%llu, %d thread%s, %s numbers\n", p.n_ctx ? "" : "at most ",
+               (unsigned long long)nb, threads, threads == 1 ? "" : "s", o.exact ? "exact" : "ggml");
     }
     kiln_ppl_result r;
     int rc = kiln_perplexity(m, text, len, &p, &r, &err);
@@ -244,8 +244,8 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         if (r.has_kld) print_kld(&r.kld);
         else if (isnan(r.ppl_err)) printf("Final estimate: PPL = %.4f (no spread: every token scored the same)\n", r.ppl);
         else printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
-        printf("%lld chunks, %lld tokens evaluated in %.2f s: %.1f tokens/s\n", (long long)r.n_chunks,
-               (long long)r.n_tokens, r.seconds, r.tokens_per_second);
+        printf("%lld chunk%s, %lld tokens evaluated in %.2f s: %.1f tokens/s\n", (long long)r.n_chunks,
+               r.n_chunks == 1 ? "" : "s", (long long)r.n_tokens, r.seconds, r.tokens_per_second);
         if (o.save) printf("logits saved to %s\n", o.save);
     }
     if (!rc) kiln_ppl_result_free(&r);

@@ -294,9 +294,10 @@ static int collect(const opts *o) {
     kiln_imx_run_result res = {0};
     int rc = prepare(o, &j, &err);
     if (rc == 0 && !o->quiet) {
-        fprintf(stderr, "kiln imatrix: %zu tokens, computing over %lld chunks of %lld (%s numerics, %d threads)\n",
-                j.tk.n, (long long)j.tk.n_chunks, (long long)j.tk.n_ctx, o->mode == KILN_NUM_EXACT ? "exact" : "ggml",
-                omp_get_max_threads());
+        const int threads = omp_get_max_threads();
+        fprintf(stderr, "kiln imatrix: %zu tokens, computing over %lld chunk%s of %lld (%s numerics, %d thread%s)\n",
+                j.tk.n, (long long)j.tk.n_chunks, j.tk.n_chunks == 1 ? "" : "s", (long long)j.tk.n_ctx,
+                o->mode == KILN_NUM_EXACT ? "exact" : "ggml", threads, threads == 1 ? "" : "s");
         if (o->resume && !exists(j.ckpt))
             fprintf(stderr, "kiln imatrix: no checkpoint %s: starting from the first chunk\n", j.ckpt);
     }

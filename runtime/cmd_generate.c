@@ -39,7 +39,7 @@ typedef struct out_state {
 static void print_token(out_state *o, int32_t id) {
     if (o->ids) {
         printf("%d ", id);
-    } else {
+    } else if (!kiln_token_is_control(o->tok, id)) {
         size_t len;
         const char *piece = kiln_token_piece(o->tok, id, &len);
         if (o->strip_space && len && piece[0] == ' ') piece++, len--;
@@ -116,15 +116,19 @@ int kiln_cmd_generate(int argc, char **argv) {
         rc = kiln_cli_fail(&err);
     } else {
         kiln_ctx_params cp = {.n_ctx = (int64_t)(n + n_predict), .mode = exact ? KILN_NUM_EXACT : KILN_NUM_GGML};
+        if (m->hp.n_ctx_train > 0 && cp.n_ctx > m->hp.n_ctx_train)
+            fprintf(stderr, "kiln generate: warning: %lld prompt + %llu new tokens exceed the model's training "
+                            "context of %lld; text past it is unreliable\n",
+                    (long long)n, (unsigned long long)n_predict, (long long)m->hp.n_ctx_train);
         if (!(ctx = kiln_ctx_new(m, &cp, &err))) rc = kiln_cli_fail(&err);
     }
     if (rc == KILN_EXIT_OK) {
         /* as llama.cpp's detokenizer does, the space SentencePiece puts
          * before the first word is not printed */
         out_state o = {.tok = m->tok, .ids = ids, .strip_space = prompt[0] != ' '};
-        /* the prompt as the model sees it, BOS and all (BOS prints as nothing) */
-        for (size_t i = 0; i < n; i++)
-            if (ids || tokens[i] != kiln_tokenizer_bos(m->tok)) print_token(&o, tokens[i]);
+        /* the prompt as the model sees it (control tokens such as BOS
+         * print as nothing, except with --ids) */
+        for (size_t i = 0; i < n; i++) print_token(&o, tokens[i]);
         kiln_sampler s;
         kiln_sampler_params sp = {.temp = (float)temp, .top_k = (int32_t)top_k, .top_p = (float)top_p, .seed = seed};
         kiln_sampler_init(&s, &sp);

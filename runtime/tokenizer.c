@@ -591,3 +591,6 @@ int32_t kiln_tokenizer_bos(const kiln_tokenizer *t) { return t->bos; }
 int32_t kiln_tokenizer_eos(const kiln_tokenizer *t) { return t->eos; }
 bool kiln_tokenizer_add_bos(const kiln_tokenizer *t) { return t->add_bos; }
 bool kiln_tokenizer_add_eos(const kiln_tokenizer *t) { return t->add_eos; }
+bool kiln_token_is_control(const kiln_tokenizer *t, int32_t id) {
+    return id >= 0 && (uint32_t)id < t->n_vocab && (t->attr[id] & KILN_ATTR_CONTROL);
+}

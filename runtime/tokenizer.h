@@ -57,5 +57,8 @@ int32_t kiln_tokenizer_bos(const kiln_tokenizer *t);
 int32_t kiln_tokenizer_eos(const kiln_tokenizer *t);
 bool kiln_tokenizer_add_bos(const kiln_tokenizer *t);
 bool kiln_tokenizer_add_eos(const kiln_tokenizer *t);
+/* Whether `id` is a control token (BOS, EOS, <|im_start|>, ...), which
+ * text output leaves out as llama.cpp's does without --special. */
+bool kiln_token_is_control(const kiln_tokenizer *t, int32_t id);
 
 #endif

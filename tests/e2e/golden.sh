@@ -63,7 +63,7 @@ check "golden check --json exits 1 on a failed gate" test $? -eq 1
 check "golden check --json has the documented keys" python3 -c "
 import json,sys; r=json.load(open('$T/c.json'))
 keys=['max_abs','rmse','cosine_min','kld_mean','kld_max','top1_agreement','ppl','passed']
-ok=all(k in r for k in keys) and r['passed'] is False and 0 <= r['top1_agreement'] <= 1
+ok=all(k in r for k in keys) and r['passed'] is False and 0 <= r['top1_agreement'] <= 1 and r['schema']=='kiln.golden.check/1'
 ok=ok and len(r['prompts'])==3 and r['failed'][0].startswith('kld_mean') and r['relation'].startswith('same network')
 ok=ok and r['prompts'][0]['text'].startswith('The old lighthouse') and r['thresholds']['max_kld']==1e-4
 sys.exit(0 if ok else 1)"
@@ -121,6 +121,7 @@ check "prints llama-perplexity's final line" grep -Eq '^Final estimate: PPL = [0
 check "perplexity --json has the documented keys" python3 -c "
 import json,sys; r=json.load(open('$T/p.json'))
 ok=all(k in r for k in ['ppl','ppl_err','n_ctx','n_chunks','n_tokens','tokens_per_second'])
+ok=ok and r['schema']=='kiln.perplexity/1'
 sys.exit(0 if ok and r['n_ctx']==128 and r['n_chunks']==4 and r['n_tokens']==512 and r['ppl']>1 else 1)"
 rc "perplexity --save-logits" 0 "$KILN" perplexity "$g/gguf/llama-f32.gguf" -f "$g/text/ppl.txt" -c 128 --chunks 4 --save-logits "$T/base.kld"
 rc "perplexity --kl-divergence" 0 "$KILN" perplexity "$m" --kl-divergence "$T/base.kld"
