@@ -6,7 +6,8 @@
  * Q4_K_M and IQ2_XXS GGUFs, logits/STEM.f64ref.logits holds a float64
  * evaluation of the dequantized weights. Bounds:
  *   - default mode vs llama.cpp: mean KLD <= 1e-5 and top-1 agreement
- *     >= 99.5% on every GGUF; max |diff| <= 2e-2 on the F32 ones;
+ *     >= 99.5% on every GGUF (the issue's bounds), and in fact max |diff|
+ *     0: the same bits as llama.cpp on every file;
  *   - KILN_NUM_EXACT vs f64ref: max |diff| <= 2e-3.
  * Also: qwen3, qwen2moe, qwen3moe, gpt2 (and testmodel's mistral and
  * mixtral) against a float64 reference written here; batched prefill
@@ -119,10 +120,11 @@ static void test_golden_ggml(void **state) {
         snprintf(ref, sizeof ref, "golden/logits/%.60s.logits", stems[i]);
         stats s = run_golden(kiln_shared_path(gguf), kiln_shared_path(ref), KILN_NUM_GGML);
         double kld = s.sum_kld / (double)s.n, top = (double)s.same_top / (double)s.n;
-        /* float weights: llama.cpp's numbers bit for bit (tinyBLAS and
-         * ggml_vec_dot orders, the 256-cell KV view) */
-        bool exact = strstr(stems[i], "-f32") || strstr(stems[i], "-f16") || strstr(stems[i], "-bf16");
-        bool ok = kld <= 1e-5 && top >= 0.995 && (!exact || s.max_abs == 0);
+        /* The issue's bounds, and beyond them llama.cpp's numbers bit for
+         * bit on every file: kiln follows its summation orders (tinyBLAS
+         * and ggml_vec_dot for floats, the repacked k-quant gemm/gemv, the
+         * 256-cell KV view). */
+        bool ok = kld <= 1e-5 && top >= 0.995 && s.max_abs == 0;
         printf("# ggml  %-18s %4lld pos  mean KLD %.3e  top-1 %.4f  max|d| %.3e  %s\n", stems[i],
                (long long)s.n, kld, top, s.max_abs, ok ? "ok" : "FAIL");
         bad += !ok;

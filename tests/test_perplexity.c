@@ -79,13 +79,6 @@ static int log_running(const char *stem, double *v, int cap) {
     return n;
 }
 
-/* Whether llama.cpp's numbers for this GGUF are reproduced bit for bit
- * (float weights: F32, F16, BF16), so that every running estimate must be
- * printed with the same digits. */
-static bool float_stem(const char *stem) {
-    return strstr(stem, "-f32") || strstr(stem, "-f16") || strstr(stem, "-bf16");
-}
-
 /* Runs one file; returns false (having said why) when kiln's figures
  * differ. *n_differ: running estimates that do not print as llama.cpp's. */
 static bool check_stem(const char *stem, int *n_differ) {
@@ -144,7 +137,7 @@ static bool check_stem(const char *stem, int *n_differ) {
 static void test_ppl_equals_llama_cpp(void **state) {
     SKIP_WITHOUT_SHARED();
     const char *quick = getenv("KILN_PPL_QUICK");
-    int bad = 0, float_differ = 0, n_differ;
+    int bad = 0, differ = 0, n_differ;
     if (!quick || strcmp(quick, "1")) {
         FILE *f = fopen(kiln_shared_path("golden/ppl/PPL.tsv"), "r");
         assert_non_null(f);
@@ -155,26 +148,21 @@ static void test_ppl_equals_llama_cpp(void **state) {
             assert_non_null(dot);
             *dot = 0;
             bad += !check_stem(line, &n_differ);
-            if (float_stem(line)) float_differ += n_differ;
+            differ += n_differ;
         }
         fclose(f);
     } else {
         for (size_t i = 0; i < sizeof QUICK_STEMS / sizeof QUICK_STEMS[0]; i++) {
             bad += !check_stem(QUICK_STEMS[i], &n_differ);
-            if (float_stem(QUICK_STEMS[i])) float_differ += n_differ;
+            differ += n_differ;
         }
     }
-    /* float weights: llama.cpp's numbers exactly (its tinyBLAS / vec_dot
-     * orders and the tiled flash attention), every printed digit */
-    assert_int_equal(float_differ, 0);
-    /* KNOWN GAP (open in issue 5): files of quantized weights whose
-     * k-quant summation orders are not yet llama.cpp's may still differ in
-     * the 4th digit. Reported as a skip with the figures above, not as a
-     * pass. */
-    if (bad) {
-        print_message("# KNOWN GAP: %d file(s) disagree with llama-perplexity (see above)\n", bad);
-        skip();
-    }
+    /* The requirement is the final PPL to 4 significant digits; kiln
+     * reproduces llama.cpp's summation orders (tinyBLAS / vec_dot for
+     * floats, the repacked k-quant kernels, the tiled flash attention), so
+     * every running estimate it prints is llama-perplexity's too. */
+    assert_int_equal(bad, 0);
+    assert_int_equal(differ, 0);
 }
 
 static void test_short_text_is_an_error(void **state) {
