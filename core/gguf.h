@@ -139,6 +139,10 @@ void kiln_gguf_close(kiln_gguf *g);
 const kiln_kv *kiln_gguf_find_kv(const kiln_gguf *g, const char *key);
 const kiln_tensor *kiln_gguf_find_tensor(const kiln_gguf *g, const char *name);
 
+/* The layer of a tensor named by llama.cpp's convention "blk.N.*": N, or
+ * -1 for any other name (token_embd.weight, output_norm.weight, ...). */
+int64_t kiln_tensor_layer(const char *name);
+
 /* Typed getters. Integer getters accept any integer value type (and bool)
  * that fits; return false when the key is absent or of another kind. */
 bool kiln_gguf_get_u64(const kiln_gguf *g, const char *key, uint64_t *out);

@@ -17,6 +17,7 @@
 #include "strmap.h"
 #include "types.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -519,6 +520,14 @@ const kiln_tensor *kiln_gguf_find_tensor(const kiln_gguf *g, const char *name) {
     uint64_t i;
     if (!kiln_strmap_get(&p->tensor_index, name, strlen(name), &i)) return NULL;
     return &g->tensors[i];
+}
+
+int64_t kiln_tensor_layer(const char *name) {
+    if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4])) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(name + 4, &end, 10);
+    return *end == '.' && errno == 0 ? v : -1;
 }
 
 /* Reads scalar value v as a signed/unsigned integer; false if not integral. */

@@ -2,17 +2,11 @@
  * importance matrix, as a table or JSON (see stats.h). */
 #include "stats.h"
 
+#include "../core/gguf.h"
 #include "../core/jsonw.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static int64_t layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4)) return -1;
-    char *end;
-    long long v = strtoll(name + 4, &end, 10);
-    return end != name + 4 && *end == '.' ? v : -1;
-}
 
 kiln_imx_tstat *kiln_imx_stats(const kiln_imatrix *im, kiln_err *err) {
     kiln_imx_tstat *st = calloc(im->n_entries ? im->n_entries : 1, sizeof *st);
@@ -24,7 +18,7 @@ kiln_imx_tstat *kiln_imx_stats(const kiln_imatrix *im, kiln_err *err) {
         const kiln_imatrix_entry *e = &im->entries[i];
         kiln_imx_tstat *s = &st[i];
         s->name = e->name;
-        s->layer = layer_of(e->name);
+        s->layer = kiln_tensor_layer(e->name);
         s->n = e->n;
         s->n_mat = e->n_mat;
         int64_t with_data = 0, zero = 0;

@@ -480,6 +480,36 @@ static int check_imatrix(const char *in, kiln_quant_tensor *q, const kiln_quant_
 /* An imatrix for another model is refused as a whole, before any tensor:
  * names it does not share would otherwise pass as "no entry" warnings
  * and the tensors it does share would be weighted by chance. */
+/* An imatrix with entries for some of the model's layers but none for
+ * another was collected on a different (e.g. shallower) model: every
+ * calibration token passes through every layer. */
+static int check_imatrix_layers(const char *in, const kiln_quant_opts *o, const kiln_quant_report *r,
+                                kiln_err *err) {
+    int64_t n_layers = 0;
+    for (uint64_t j = 0; j < r->n_tensors; j++) {
+        const int64_t l = kiln_tensor_layer(r->tensors[j].name);
+        if (l >= n_layers) n_layers = l + 1;
+    }
+    bool *covered = calloc((size_t)n_layers + 1, 1);
+    if (!covered) return kiln_fail(err, in, NULL, -1, "out of memory");
+    int64_t n_covered = 0;
+    for (uint64_t i = 0; i < o->imatrix->n_entries; i++) {
+        const int64_t l = kiln_tensor_layer(o->imatrix->entries[i].name);
+        if (l >= 0 && l < n_layers && !covered[l]) covered[l] = true, n_covered++;
+    }
+    int64_t missing = -1;
+    for (uint64_t j = 0; j < r->n_tensors && missing < 0; j++) {
+        const int64_t l = kiln_tensor_layer(r->tensors[j].name);
+        if (l >= 0 && !covered[l] && r->tensors[j].n_dims >= 2) missing = l;
+    }
+    free(covered);
+    if (n_covered == 0 || missing < 0) return 0;
+    return kiln_fail(err, o->imatrix_path, NULL, -1,
+                     "has entries for %lld of the %lld layers of %s and none for blk.%lld: it was made for "
+                     "another model",
+                     (long long)n_covered, (long long)n_layers, in, (long long)missing);
+}
+
 static int check_imatrix_model(const char *in, const kiln_quant_opts *o, const kiln_quant_report *r, kiln_err *err) {
     for (uint64_t i = 0; o->imatrix && i < o->imatrix->n_entries; i++) {
         const kiln_imatrix_entry *e = &o->imatrix->entries[i];
@@ -490,7 +520,7 @@ static int check_imatrix_model(const char *in, const kiln_quant_opts *o, const k
         if (kiln_imatrix_check_entry(e, o->imatrix_path, in, q ? q->ne : NULL, q ? q->n_dims : 0, err) < 0)
             return -1;
     }
-    return 0;
+    return o->imatrix ? check_imatrix_layers(in, o, r, err) : 0;
 }
 
 static int validate(const char *in, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err) {

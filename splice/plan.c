@@ -165,7 +165,7 @@ static bool selected(const selector *s, const char *name) {
         if (!any) return false;
     }
     if (s->layers) {
-        int64_t l = kiln_splice_layer_of(name);
+        int64_t l = kiln_tensor_layer(name);
         if (l < 0 || (uint64_t)l >= s->n_layers || !s->layers[l]) return false;
     }
     return !s->experts || kiln_splice_is_expert_tensor(name);

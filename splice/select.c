@@ -48,14 +48,6 @@ int64_t kiln_splice_parse_set(const char *spec, uint64_t limit, const char *what
     return n;
 }
 
-int64_t kiln_splice_layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4)) return -1;
-    const char *s = name + 4;
-    uint64_t v;
-    if (!parse_num(&s, &v) || *s != '.') return -1;
-    return (int64_t)v;
-}
-
 /* Calls match(segment, len) on each dot-separated segment of `name`. */
 static bool any_segment(const char *name, bool (*match)(const char *, size_t)) {
     for (const char *s = name;;) {

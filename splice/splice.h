@@ -116,9 +116,6 @@ void kiln_splice_print_plan_json(FILE *out, const kiln_splice_plan *p);
  * values, or -1 with a message on bad syntax or a value >= limit. */
 int64_t kiln_splice_parse_set(const char *spec, uint64_t limit, const char *what, bool *sel, kiln_err *err);
 
-/* The block index of "blk.N.*" names, or -1. */
-int64_t kiln_splice_layer_of(const char *name);
-
 /* True for routed-expert weights: a name segment ffn_*_exps. */
 bool kiln_splice_is_expert_tensor(const char *name);
 

@@ -536,13 +536,22 @@ static void imatrix_paths(void **state) {
         {"blk.0.attn_v.weight", KILN_F32, 2, {256, 64, 1, 1}},
         {"blk.0.ffn_up_exps.weight", KILN_F32, 3, {256, 16, 4, 1}},
         {"blk.1.attn_v.weight", KILN_F32, 2, {256, 64, 1, 1}},
+        {"blk.1.attn_k.weight", KILN_F32, 2, {256, 64, 1, 1}},
     };
     const char *in = kiln_test_tmp_path("moe.gguf"), *out = kiln_test_tmp_path("moe-iq2.gguf");
-    write_syn(in, MOE, 4, 4, 0, NULL);
+    write_syn(in, MOE, 5, 4, 0, NULL);
     kiln_err err = {{0}};
     kiln_imatrix *im = kiln_imatrix_new();
     assert_non_null(kiln_imatrix_add(im, "blk.0.ffn_up_exps.weight", 256, 4, false, &err));
     assert_non_null(kiln_imatrix_add(im, "blk.0.attn_v.weight", 256, 1, false, &err));
+    kiln_quant_opts o = opts_for("IQ2_XXS");
+    o.imatrix = im;
+    o.imatrix_path = "moe.imatrix";
+    /* no entry for any weight of blk.1: made for a shallower model */
+    assert_int_equal(run(in, out, &o, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "moe.imatrix: has entries for 1 of the 2 layers"));
+    assert_non_null(strstr(err.msg, "none for blk.1: it was made for another model"));
+    assert_non_null(kiln_imatrix_add(im, "blk.1.attn_k.weight", 256, 1, false, &err));
     /* entries move when others are added: look them up afterwards */
     kiln_imatrix_entry *e = (kiln_imatrix_entry *)kiln_imatrix_find(im, "blk.0.ffn_up_exps.weight");
     kiln_imatrix_entry *v0 = (kiln_imatrix_entry *)kiln_imatrix_find(im, "blk.0.attn_v.weight");
@@ -550,10 +559,10 @@ static void imatrix_paths(void **state) {
     for (int k = 0; k < 256; k++) v0->in_sum2[k] = 1.0f;
     e->counts[0] = 10, e->counts[1] = 0, e->counts[2] = 5, e->counts[3] = 2; /* expert 1 never routed */
     v0->counts[0] = 1;
+    kiln_imatrix_entry *k1 = (kiln_imatrix_entry *)kiln_imatrix_find(im, "blk.1.attn_k.weight");
+    for (int k = 0; k < 256; k++) k1->in_sum2[k] = 1.0f;
+    k1->counts[0] = 1;
     im->chunk_count = 3;
-    kiln_quant_opts o = opts_for("IQ2_XXS");
-    o.imatrix = im;
-    o.imatrix_path = "moe.imatrix";
     kiln_quant_report r;
     if (run(in, out, &o, &r, &err) < 0) fail_msg("%s", err.msg);
     const kiln_quant_tensor *q = find(&r, "blk.0.ffn_up_exps.weight");
@@ -585,7 +594,7 @@ static void imatrix_paths(void **state) {
     kiln_str s;
     uint64_t u;
     assert_true(kiln_gguf_get_str(dst, "quantize.imatrix.file", &s) && kiln_str_eq(s, "moe.imatrix"));
-    assert_true(kiln_gguf_get_u64(dst, "quantize.imatrix.entries_count", &u) && u == 2);
+    assert_true(kiln_gguf_get_u64(dst, "quantize.imatrix.entries_count", &u) && u == 3);
     assert_true(kiln_gguf_get_u64(dst, "quantize.imatrix.chunks_count", &u) && u == 3);
     assert_null(kiln_gguf_find_kv(dst, "quantize.imatrix.dataset"));
     assert_true(kiln_gguf_get_u64(dst, "general.file_type", &u) && u == 19);

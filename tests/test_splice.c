@@ -156,9 +156,9 @@ static void test_parse_set(void **state) {
 
 static void test_names(void **state) {
     (void)state;
-    assert_int_equal(kiln_splice_layer_of("blk.12.attn_q.weight"), 12);
-    assert_int_equal(kiln_splice_layer_of("token_embd.weight"), -1);
-    assert_int_equal(kiln_splice_layer_of("blk.x.attn_q.weight"), -1);
+    assert_int_equal(kiln_tensor_layer("blk.12.attn_q.weight"), 12);
+    assert_int_equal(kiln_tensor_layer("token_embd.weight"), -1);
+    assert_int_equal(kiln_tensor_layer("blk.x.attn_q.weight"), -1);
     assert_true(kiln_splice_is_expert_tensor("blk.0.ffn_up_exps.weight"));
     assert_true(kiln_splice_is_expert_tensor("blk.7.ffn_gate_up_exps.bias"));
     assert_false(kiln_splice_is_expert_tensor("blk.0.ffn_down_shexp.weight"));
@@ -185,7 +185,7 @@ static const char *first_and_last(const kiln_gguf *g) {
 static bool in_layers(const char *name, const kiln_gguf *g) {
     uint64_t n = 0;
     kiln_gguf_get_u64(g, "llama.block_count", &n);
-    int64_t l = kiln_splice_layer_of(name);
+    int64_t l = kiln_tensor_layer(name);
     return l == 0 || l == (int64_t)n - 1;
 }
 
@@ -269,7 +269,7 @@ static void test_regex_and_layers(void **state) {
     for (uint64_t i = 0; i < plan.n_items; i++) {
         const kiln_splice_item *it = &plan.items[i];
         bool want = (strstr(it->name, "attn_q") || strstr(it->name, "ffn_down")) &&
-                    (kiln_splice_layer_of(it->name) == 1 || kiln_splice_layer_of(it->name) == 2);
+                    (kiln_tensor_layer(it->name) == 1 || kiln_tensor_layer(it->name) == 2);
         assert_int_equal(it->action == KILN_SPLICE_TENSOR, want);
     }
     kiln_splice_plan_free(&plan);
@@ -641,7 +641,7 @@ static void test_plan_json(void **state) {
     uint64_t before = 0, after = 0;
     for (uint64_t i = 0; i < b->n_tensors; i++) {
         char *name = kiln_str_dup(b->tensors[i].name);
-        int64_t l = kiln_splice_layer_of(name);
+        int64_t l = kiln_tensor_layer(name);
         bool take = kiln_splice_is_expert_tensor(name) && (l == 0 || l == 3);
         before += b->tensors[i].nbytes;
         after += take ? kiln_gguf_find_tensor(d, name)->nbytes : b->tensors[i].nbytes;

@@ -102,6 +102,8 @@ PY
 import struct; n=b'blk.0.attn_q.weight'
 open('$T/w.dat','wb').write(struct.pack('<ii',1,len(n))+n+struct.pack('<ii',1,128)+struct.pack('<128f',*[1.0]*128)+struct.pack('<i',1))"
     expect_fail "an imatrix of another model is refused" "blk.0.attn_q.weight: statistics for 128 columns .* this imatrix is for another model" "$KILN" quantize --imatrix "$T/w.dat" "$g/gguf/qwen2-f32.gguf" "$T/w.gguf" Q2_K
+    expect_fail "an imatrix of a shallower model is refused" "qwen2.imatrix.gguf: has entries for 2 of the 4 layers of .*llama-f32.gguf and none for blk.2: it was made for another model" "$KILN" quantize --imatrix "$g/imatrix/qwen2.imatrix.gguf" "$g/gguf/llama-f32.gguf" "$T/w.gguf" Q4_K_M
+    check "and leaves no output" test ! -e "$T/w.gguf"
     expect_fail "a corrupt imatrix is refused" "entry count at offset 0" "$KILN" quantize --imatrix "$g/text/prompts.txt" "$g/gguf/qwen2-f32.gguf" "$T/w.gguf" Q2_K
 
     # one step from a Hugging Face model in an archive: same tensors, types,
