@@ -5,10 +5,11 @@
  *
  *   KILN_NUM_GGML, quantized weights: activations -> Q8_0 / Q8_K as ggml's
  *     CPU backend makes them, then ggml's block dot products - the
- *     reference code at the scalar level, the panel kernels otherwise
- *     (identical bits) - in the orders of llama.cpp's AVX-512 build,
- *     which for the weights it repacks (Q4_K, Q2_K) differ between
- *     4-token groups, the remaining tokens and MoE experts (kiln_korder);
+ *     reference code at the scalar level, above it the panel kernels or,
+ *     for a few tokens, the direct ones (identical bits) - in the orders
+ *     of llama.cpp's AVX-512 build, which for the weights it repacks
+ *     (Q4_K, Q2_K) differ between 4-token groups, the remaining tokens
+ *     and MoE experts (kiln_korder);
  *   KILN_NUM_GGML, F32 / F16 / BF16: activations rounded to the weight's
  *     precision (products are then exact), then the orders of llama.cpp's
  *     x86 AVX-512 build: tinyBLAS for several tokens, the type's
@@ -126,6 +127,14 @@ static int quant_matmul(const kiln_qtype *qt, const void *w, int64_t n_in, int64
         if (t < ko.n_gemm) kiln_act_q8_k_x4(x + t * n_in, ak, n_in);
         else if (kq) kiln_act_q8_k(x + t * n_in, ak, n_in);
         else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
+    }
+
+    /* a few tokens, none in the gemm order: packing panels would cost more
+     * than the products */
+    if (ko.n_gemm == 0 && n_tokens <= KILN_KDIRECT_TOKENS &&
+        kiln_kdirect(qt, ko.rest, w, n_in, n_out, act, n_tokens, y)) {
+        free(act);
+        return 0;
     }
 
     if (kiln_simd() == KILN_SIMD_SCALAR) {

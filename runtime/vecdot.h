@@ -18,6 +18,8 @@
  *   vecdot_qgemm.c   a "panel" so that one SIMD lane is one row, integer dot
  *                    products with VNNI / AVX2, then ggml's float
  *                    combination lane by lane - bit for bit the reference;
+ *   vecdot_kdirect.c the same numbers for a few tokens (decode, experts),
+ *                    from the weights' own blocks, without panels;
  *   vecdot_float.c   f32 products (F16/BF16 weights, and every type in
  *                    KILN_NUM_EXACT mode): y = fmaf chain over k in order,
  *                    the same at every SIMD level; F32 weights in
@@ -236,6 +238,21 @@ int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in);
  * kernel runs on this CPU. */
 bool kiln_qgemm_panel(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *act,
                       int64_t t0, int64_t n_tokens, float *y, int64_t ldy, int n_rows);
+
+/* ---- a few tokens, weights read in place (vecdot_kdirect.c) ---------- */
+
+/* Above this many tokens (with none in the gemm order) the panels win:
+ * packing a panel costs about one token's products per row. */
+#define KILN_KDIRECT_TOKENS 8
+
+/* y[t * n_out + r] for every row and token, `act` being the tokens'
+ * converted activations (n_tokens rows of Q8_0 / Q8_K blocks): Q8_K types
+ * in `order` (KILN_KORDER_VECDOT or KILN_KORDER_GEMV), Q8_0 types in
+ * qt->dot's order, from the weights' own blocks. Equal to kiln_kdot_ref /
+ * qt->dot bit for bit; OpenMP inside. Returns false, doing nothing, below
+ * AVX2 or for an order or type it does not cover. */
+bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
+                  const void *act, int64_t n_tokens, float *y);
 
 /* ---- f32 products (vecdot_float.c) ------------------------------------ */
 

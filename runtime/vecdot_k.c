@@ -9,7 +9,7 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/kscales.h"
+#include "vecdot_kbits.h"
 
 #ifdef __x86_64__
 #include <immintrin.h>
@@ -63,61 +63,37 @@ static void q6_k_scalar(const kiln_block_q6_k *b, kiln_qblock *out) {
     }
 }
 
-/* ---- unpacking, AVX2 (the same integers) -------------------------------- */
+/* ---- unpacking, AVX2 (the same integers; vecdot_kbits.h) ------------- */
 
 #ifdef __x86_64__
-/* Field k (bits k..k+width-1) of every byte: 16-bit shifts carry bits
- * across bytes, the mask drops them again. */
-AVX2 static inline __m256i field(__m256i v, int k, int mask) {
-    return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8((char)mask));
+AVX2 static void store8(const __m256i q[8], kiln_qblock *out) {
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(out->q + 32 * c), q[c]);
 }
 
 AVX2 static void q2_k_avx2(const kiln_block_q2_k *b, kiln_qblock *out) {
-    for (int h = 0; h < 2; h++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        for (int s = 0; s < 4; s++)
-            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s), field(v, 2 * s, 3));
-    }
+    __m256i q[8];
+    kiln_kbits_q2_k(b, q);
+    store8(q, out);
 }
 
 AVX2 static void q3_k_avx2(const kiln_block_q3_k *b, kiln_qblock *out) {
-    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask), four = _mm256_set1_epi8(4);
-    for (int h = 0; h < 2; h++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
-        for (int s = 0; s < 4; s++) {
-            const __m256i hi = _mm256_slli_epi16(field(hm, 4 * h + s, 1), 2);
-            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s),
-                                _mm256_sub_epi8(_mm256_or_si256(field(v, 2 * s, 3), hi), four));
-        }
-    }
+    __m256i q[8];
+    kiln_kbits_q3_k(b, q);
+    store8(q, out);
 }
 
 AVX2 static void kscale_levels_avx2(const uint8_t *qs, const uint8_t *qh, kiln_qblock *out) {
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = field(v, 0, 0xF), hi = field(v, 4, 0xF);
-        if (qh) {
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(field(h, 2 * c, 1), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(field(h, 2 * c + 1, 1), 4));
-        }
-        _mm256_storeu_si256((__m256i *)(out->q + 64 * c), lo);
-        _mm256_storeu_si256((__m256i *)(out->q + 64 * c + 32), hi);
-    }
+    __m256i q[8];
+    kiln_kbits_q4q5_k(qs, qh, q);
+    store8(q, out);
 }
 
 AVX2 static void q6_k_avx2(const kiln_block_q6_k *b, kiln_qblock *out) {
-    for (int h = 0; h < 2; h++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-        const __m256i lows[4] = {field(l0, 0, 0xF), field(l1, 0, 0xF), field(l0, 4, 0xF), field(l1, 4, 0xF)};
-        for (int s = 0; s < 4; s++) {
-            const __m256i top = _mm256_slli_epi16(field(qh, 2 * s, 3), 4);
-            _mm256_storeu_si256((__m256i *)(out->q + 128 * h + 32 * s), _mm256_or_si256(lows[s], top));
-        }
-    }
+    __m256i q[8];
+    kiln_kbits_q6_k(b, q);
+    store8(q, out);
 }
+
 #define HAVE_AVX2 (kiln_simd() >= KILN_SIMD_AVX2)
 #else
 #define HAVE_AVX2 false
@@ -147,12 +123,10 @@ void kiln_unpack_q3_k(const void *blocks, int n, kiln_qblock *out) {
     (void)n;
     if (HAVE_AVX2) q3_k_avx2(b, out);
     else q3_k_scalar(b, out);
-    /* 6-bit scales: low nibbles in bytes 0..7 (j and j + 8 share one),
-     * high bit pairs of scale j in byte 8 + j % 4 at bit 2 * (j / 4) */
+    uint32_t w[4];
+    kiln_q3k_scale_words(b->scales, w);
     for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? b->scales[j] & 0xF : b->scales[j - 8] >> 4;
-        int hi = (b->scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out->sc[j] = (int16_t)((lo | hi << 4) - 32);
+        out->sc[j] = (int16_t)((int)(w[j / 4] >> (8 * (j % 4)) & 0xFF) - 32);
         out->mn[j] = 0;
     }
     out->d[0] = kiln_fp16_to_fp32(b->d);
@@ -162,11 +136,11 @@ void kiln_unpack_q3_k(const void *blocks, int n, kiln_qblock *out) {
 /* Q4_K and Q5_K: a 6-bit scale and min per 32 weights, given to both of
  * its 16-weight halves. */
 static void kscales(kiln_half d, kiln_half dmin, const uint8_t *scales, kiln_qblock *out) {
+    uint32_t sc[2], mn[2];
+    kiln_kscale_words(scales, sc, mn);
     for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        kiln_kscale_get(j, scales, &sc, &m);
-        out->sc[2 * j] = out->sc[2 * j + 1] = sc;
-        out->mn[2 * j] = out->mn[2 * j + 1] = m;
+        out->sc[2 * j] = out->sc[2 * j + 1] = (int16_t)(sc[j / 4] >> (8 * (j % 4)) & 0xFF);
+        out->mn[2 * j] = out->mn[2 * j + 1] = (int16_t)(mn[j / 4] >> (8 * (j % 4)) & 0xFF);
     }
     out->d[0] = kiln_fp16_to_fp32(d);
     out->dmin = kiln_fp16_to_fp32(dmin);

@@ -1,0 +1,365 @@
+/* runtime/vecdot_kdirect.c - quantized products for a few tokens (decode,
+ * MoE experts) straight from the weights' GGUF blocks, in KILN_NUM_GGML
+ * mode.
+ *
+ * Why: the panel kernels (vecdot_qgemm.c) need the weights repacked
+ * (vecdot_panel.c), which pays off over hundreds of tokens but costs
+ * several times the dot products themselves when one token is multiplied.
+ * Here each weight block is decoded once, for up to GROUP tokens: the
+ * k-quants into registers straight from their bits (vecdot_kbits.h),
+ * IQ2_XXS and the 32-weight formats through the type's unpacker into a
+ * kiln_qblock on the stack. Its exact integer sums with each token are
+ * taken with AVX2, and those become floats in the reference order:
+ *
+ *   Q8_K types, vec_dot order: the eight int32 lanes of a super-block are
+ *     the lanes of one 256-bit register, since bytes 4l..4l+3 of a
+ *     32-weight chunk are weights with (p / 4) % 8 == l; the mins come
+ *     out of one vpmaddwd of mn by bsums; then the steps of
+ *     vecdot_korder.c's vecdot_order, the eight lanes as one vector;
+ *   Q8_K types, gemv order (repacked Q4_K / Q2_K): the same integers
+ *     summed whole, one fma for the sums and one for the mins per
+ *     super-block (repacked_order with one group of 8 chunks);
+ *   Q8_0 types: qt->dot's per-block step (vecdot_legacy.c), Q8_0's eight
+ *     4-weight lanes as one vector.
+ *
+ * Integer sums are exact whatever instructions take them, and every float
+ * operation is the reference's own (vfmadd = fmaf, cvtdq2ps = (float)), so
+ * the outputs equal kiln_kdot_ref / qt->dot bit for bit (tests/
+ * test_kdirect.c). matmul.c sends here the products whose tokens all take
+ * the vec_dot or gemv order and are few (KILN_KDIRECT_TOKENS); the gemm
+ * order and long runs of tokens stay with the panels. CPUs with AVX-512
+ * run the AVX2 code (no AVX-512 / VNNI variant yet: a one-token product
+ * is dominated by decoding the blocks and reading the weights, which
+ * 512-bit registers would help less than the panels' multiply-adds). */
+#pragma GCC optimize("fp-contract=off")
+
+#include "vecdot.h"
+
+#include "../core/cpu.h"
+#include "../core/fp16.h"
+#include "../core/types.h"
+#include "vecdot_kbits.h"
+
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Tokens sharing one decoded weight block (more would spill the
+ * accumulators and levels out of the 16 ymm registers). */
+#define GROUP 4
+
+/* One token's float state for one output, in the reference's variables. */
+typedef struct kacc {
+    __m256 acc;  /* vec_dot: the eight lane accumulators (Q8_0: the lanes) */
+    __m128 accm; /* Q4_K's four min accumulators */
+    float summs; /* Q5_K's min sum; legacy types' sumf */
+    float a, m;  /* gemv: sums and mins */
+} kacc;
+
+AVX2 INLINE int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* fmaf(a, b, c) with one rounding, as the reference's fmaf. */
+AVX2 INLINE float fma1(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+/* ---- Q8_K types ------------------------------------------------------- */
+
+/* sc[2c] in the low 128 bits, sc[2c + 1] in the high ones: the scales of
+ * chunk c's two 16-weight halves, as int16 for vpmaddwd. */
+AVX2 INLINE __m256i chunk_scales(__m256i sc, int c) {
+    const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
+    return _mm256_shuffle_epi8(pair, _mm256_set_epi8(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 1, 0, 1, 0, 1,
+                                                     0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0));
+}
+
+/* One super-block decoded: levels by 32-weight chunk, the 16 scales and
+ * mins as int16, the factors. */
+typedef struct kdec {
+    __m256i q[8], sc, mn;
+    float d, dmin;
+} kdec;
+
+/* Eight bytes (one per 32-weight sub-block) as 16 int16, each twice. */
+AVX2 INLINE __m256i twice16(uint32_t lo, uint32_t hi) {
+    const __m128i v = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)hi, (int)lo));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v));
+}
+
+/* The k-quants decoded in registers from their own bits (vecdot_kbits.h),
+ * one function per layout; IQ2_XXS, a table look-up per 8 weights,
+ * through its unpacker. */
+AVX2 INLINE void kdecode_q4q5(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales, kiln_half d,
+                              kiln_half dmin, kdec *k) {
+    uint32_t sc[2], mn[2];
+    kiln_kbits_q4q5_k(qs, qh, k->q);
+    kiln_kscale_words(scales, sc, mn);
+    k->sc = twice16(sc[0], sc[1]);
+    k->mn = twice16(mn[0], mn[1]);
+    k->d = kiln_fp16_to_fp32(d);
+    k->dmin = kiln_fp16_to_fp32(dmin);
+}
+
+AVX2 INLINE void kdecode_q6(const kiln_block_q6_k *b, kdec *k) {
+    kiln_kbits_q6_k(b, k->q);
+    k->sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    k->mn = _mm256_slli_epi16(k->sc, 5); /* the levels' offset of 32 as a min */
+    k->d = k->dmin = kiln_fp16_to_fp32(b->d);
+}
+
+AVX2 INLINE void kdecode_q2(const kiln_block_q2_k *b, kdec *k) {
+    kiln_kbits_q2_k(b, k->q);
+    const __m256i s = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    k->sc = _mm256_and_si256(s, _mm256_set1_epi16(0xF));
+    k->mn = _mm256_srli_epi16(s, 4);
+    k->d = kiln_fp16_to_fp32(b->d);
+    k->dmin = kiln_fp16_to_fp32(b->dmin);
+}
+
+AVX2 INLINE void kdecode_q3(const kiln_block_q3_k *b, kdec *k) {
+    uint32_t w[4];
+    kiln_kbits_q3_k(b, k->q);
+    kiln_q3k_scale_words(b->scales, w);
+    k->sc = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0])),
+                             _mm256_set1_epi16(32));
+    k->mn = _mm256_setzero_si256();
+    k->d = kiln_fp16_to_fp32(b->d);
+    k->dmin = 0;
+}
+
+AVX2 INLINE void kdecode_unpacked(const kiln_qtype *qt, const uint8_t *blk, kdec *k) {
+    kiln_qblock b;
+    qt->unpack(blk, 1, &b);
+    for (int c = 0; c < 8; c++) k->q[c] = _mm256_loadu_si256((const __m256i *)(b.q + 32 * c));
+    k->sc = _mm256_loadu_si256((const __m256i *)b.sc);
+    k->mn = _mm256_loadu_si256((const __m256i *)b.mn);
+    k->d = b.d[0];
+    k->dmin = b.dmin;
+}
+
+AVX2 INLINE void kdecode(const kiln_qtype *qt, kiln_combine comb, const uint8_t *blk, kdec *k) {
+    switch (comb) {
+    case KILN_COMB_K_Q4: {
+        const kiln_block_q4_k *b = (const kiln_block_q4_k *)blk;
+        kdecode_q4q5(b->qs, NULL, b->scales, b->d, b->dmin, k);
+        break;
+    }
+    case KILN_COMB_K_Q5: {
+        const kiln_block_q5_k *b = (const kiln_block_q5_k *)blk;
+        kdecode_q4q5(b->qs, b->qh, b->scales, b->d, b->dmin, k);
+        break;
+    }
+    case KILN_COMB_K_Q6: kdecode_q6((const kiln_block_q6_k *)blk, k); break;
+    case KILN_COMB_K_Q2: kdecode_q2((const kiln_block_q2_k *)blk, k); break;
+    case KILN_COMB_K: kdecode_q3((const kiln_block_q3_k *)blk, k); break;
+    default: kdecode_unpacked(qt, blk, k); break;
+    }
+}
+
+/* The eight int32 lanes (lane l: sc * q * a over the weights with
+ * (p / 4) % 8 == l) and the eight mins of one super-block against one
+ * token. vpmaddubsw multiplies unsigned by signed bytes, and Q8_K
+ * activations reach -128, so signed levels (Q3_K, IQ2_XXS: |q| <= 43) are
+ * lifted by 64 and 64 * a taken back out of each 16-bit pair sum; no pair
+ * sum leaves int16 (at most 107 * 128 * 2). */
+AVX2 INLINE void ksums(const kdec *k, const kiln_block_q8_k *y, bool signed_levels, bool mins, __m256i *lane,
+                       __m256i *min) {
+    const __m256i lift = _mm256_set1_epi8(64);
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
+        __m256i p = _mm256_maddubs_epi16(signed_levels ? _mm256_add_epi8(k->q[c], lift) : k->q[c], a);
+        if (signed_levels) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(lift, a));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(k->sc, c)));
+    }
+    *lane = acc;
+    *min = mins ? _mm256_madd_epi16(k->mn, _mm256_loadu_si256((const __m256i *)y->bsums)) : _mm256_setzero_si256();
+}
+
+/* One super-block's step of vecdot_korder.c's vecdot_order. */
+AVX2 INLINE void vecdot_step(kiln_combine comb, kacc *s, __m256i lane, __m256i min, const kdec *k, float yd) {
+    const float d = yd * k->d, dmin = -yd * k->dmin;
+    if (comb == KILN_COMB_K_Q6) lane = _mm256_sub_epi32(lane, min);
+    if (comb == KILN_COMB_K_Q2) s->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min), s->acc);
+    if (comb == KILN_COMB_K_Q4) {
+        /* m[2k] + m[2k + 1] for k = 0..3 in the low 128 bits */
+        const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(min, min), 0x08);
+        s->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(pairs)), s->accm);
+    }
+    if (comb == KILN_COMB_K_Q5) s->summs = fma1(dmin, (float)hsum_i32(min), s->summs);
+    s->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), s->acc);
+}
+
+/* One super-block's step of the gemv order. */
+AVX2 INLINE void gemv_step(kacc *s, __m256i lane, __m256i min, const kdec *k, float yd) {
+    s->a = fma1((float)hsum_i32(lane), k->d * yd, s->a);
+    s->m = fma1((float)hsum_i32(min), k->dmin * yd, s->m);
+}
+
+AVX2 INLINE float k_finish(kiln_combine comb, kiln_korder order, const kacc *s) {
+    if (order == KILN_KORDER_GEMV) return s->a - s->m;
+    float acc[8], m[4];
+    _mm256_storeu_ps(acc, s->acc);
+    _mm_storeu_ps(m, s->accm);
+    float r = kiln_hsum8(acc);
+    if (comb == KILN_COMB_K_Q4) r = r + ((m[0] + m[2]) + (m[1] + m[3]));
+    if (comb == KILN_COMB_K_Q5) r = r + s->summs;
+    if (comb == KILN_COMB_IQ2) r = 0.125f * r;
+    return r;
+}
+
+/* Row r against tokens [t0, t0 + nt), nt <= GROUP. Inlined per type (comb
+ * and order constant) by krow's switch, so the branches fold away. */
+AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder order, const uint8_t *w,
+                            int64_t nb, const kiln_block_q8_k *act, int64_t t0, int nt, float *y, int64_t ldy) {
+    const bool signed_levels = comb == KILN_COMB_K || comb == KILN_COMB_IQ2;
+    const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2;
+    kacc s[GROUP];
+    memset(s, 0, sizeof s);
+    for (int64_t i = 0; i < nb; i++) {
+        kdec dec;
+        kdecode(qt, comb, w + i * qt->block_bytes, &dec);
+        for (int k = 0; k < nt; k++) {
+            const kiln_block_q8_k *a = act + (t0 + k) * nb + i;
+            __m256i lane, min;
+            ksums(&dec, a, signed_levels, mins, &lane, &min);
+            if (order == KILN_KORDER_GEMV) gemv_step(&s[k], lane, min, &dec, a->d);
+            else vecdot_step(comb, &s[k], lane, min, &dec, a->d);
+        }
+    }
+    for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = k_finish(comb, order, &s[k]);
+}
+
+/* One case per type, so that each krow_group is compiled with its comb
+ * and order constant. */
+#define KCASE(C)                                                                   \
+    case C:                                                                        \
+        if (order == KILN_KORDER_GEMV)                                             \
+            krow_group(qt, C, KILN_KORDER_GEMV, w, nb, act, t0, nt, y, ldy);       \
+        else krow_group(qt, C, KILN_KORDER_VECDOT, w, nb, act, t0, nt, y, ldy);    \
+        return;
+
+AVX2 static void krow(const kiln_qtype *qt, kiln_korder order, const uint8_t *w, int64_t nb,
+                      const kiln_block_q8_k *act, int64_t t0, int nt, float *y, int64_t ldy) {
+    switch (qt->comb) {
+        KCASE(KILN_COMB_K)
+        KCASE(KILN_COMB_K_Q6)
+        KCASE(KILN_COMB_K_Q2)
+        KCASE(KILN_COMB_K_Q4)
+        KCASE(KILN_COMB_K_Q5)
+        KCASE(KILN_COMB_IQ2)
+    default:
+        return; /* not covered() */
+    }
+}
+#undef KCASE
+
+/* ---- Q8_0 types -------------------------------------------------------- */
+
+/* Eight int32 lanes of 4-weight sums of one 32-weight block. Q8_0
+ * activations stay within +-127, so ggml's sign trick is exact: |q| as
+ * unsigned (128 for -128) times a with q's sign, pair sums <= 32512. */
+AVX2 INLINE __m256i lsums(const int8_t *q, const int8_t *a) {
+    const __m256i w = _mm256_loadu_si256((const __m256i *)q), x = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* One block's step of qt->dot (vecdot_legacy.c): Q8_0 per lane, the
+ * others on the block's whole sum with their operand order. */
+AVX2 INLINE void legacy_step(kiln_combine comb, kacc *s, __m256i lanes, float dx, float dy) {
+    if (comb == KILN_COMB_LANES8) s->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(lanes), s->acc);
+    else if (comb == KILN_COMB_Q4_0) s->summs += ((float)hsum_i32(lanes) * dx) * dy;
+    else s->summs += (dx * dy) * (float)hsum_i32(lanes);
+}
+
+AVX2 INLINE void lrow_group(const kiln_qtype *qt, kiln_combine comb, const uint8_t *w, int64_t nb,
+                            const kiln_block_q8_0 *act, int64_t t0, int nt, float *y, int64_t ldy) {
+    kacc s[GROUP];
+    memset(s, 0, sizeof s);
+    for (int64_t i0 = 0; i0 < nb; i0 += 8) {
+        const int n = nb - i0 < 8 ? (int)(nb - i0) : 8;
+        kiln_qblock b;
+        qt->unpack(w + i0 * qt->block_bytes, n, &b);
+        for (int k = 0; k < nt; k++) {
+            const kiln_block_q8_0 *a = act + (t0 + k) * nb + i0;
+            for (int j = 0; j < n; j++)
+                legacy_step(comb, &s[k], lsums(b.q + 32 * j, a[j].qs), b.d[j], kiln_fp16_to_fp32(a[j].d));
+        }
+    }
+    for (int k = 0; k < nt; k++) {
+        float acc[8];
+        _mm256_storeu_ps(acc, s[k].acc);
+        y[(t0 + k) * ldy] = comb == KILN_COMB_LANES8 ? kiln_hsum8(acc) : s[k].summs;
+    }
+}
+
+AVX2 static void lrow(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const kiln_block_q8_0 *act,
+                      int64_t t0, int nt, float *y, int64_t ldy) {
+    switch (qt->comb) {
+    case KILN_COMB_LANES8:
+        lrow_group(qt, KILN_COMB_LANES8, w, nb, act, t0, nt, y, ldy);
+        return;
+    case KILN_COMB_Q8_0:
+        lrow_group(qt, KILN_COMB_Q8_0, w, nb, act, t0, nt, y, ldy);
+        return;
+    case KILN_COMB_Q4_0:
+        lrow_group(qt, KILN_COMB_Q4_0, w, nb, act, t0, nt, y, ldy);
+        return;
+    default:
+        return; /* not covered() */
+    }
+}
+
+/* Row r against every token, GROUP tokens per pass over the row. */
+static void row(const kiln_qtype *qt, kiln_korder order, const uint8_t *w, int64_t n_in, const void *act,
+                int64_t n_tokens, float *y, int64_t ldy) {
+    const int64_t nb = n_in / qt->block;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += GROUP) {
+        const int nt = n_tokens - t0 < GROUP ? (int)(n_tokens - t0) : GROUP;
+        if (qt->act_type == KILN_Q8_K) krow(qt, order, w, nb, act, t0, nt, y, ldy);
+        else lrow(qt, w, nb, act, t0, nt, y, ldy);
+    }
+}
+
+/* The gemv order exists only for the types llama.cpp repacks
+ * (kiln_kdot_ref takes the vec_dot order for the others). */
+static bool covered(const kiln_qtype *qt, kiln_korder order) {
+    if (order == KILN_KORDER_GEMM || (order == KILN_KORDER_GEMV && !qt->gemm_chunks)) return false;
+    if (qt->act_type == KILN_Q8_0)
+        return qt->comb == KILN_COMB_LANES8 || qt->comb == KILN_COMB_Q8_0 || qt->comb == KILN_COMB_Q4_0;
+    return qt->comb == KILN_COMB_K || qt->comb == KILN_COMB_K_Q6 || qt->comb == KILN_COMB_K_Q2 ||
+           qt->comb == KILN_COMB_K_Q4 || qt->comb == KILN_COMB_K_Q5 || qt->comb == KILN_COMB_IQ2;
+}
+
+bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
+                  const void *act, int64_t n_tokens, float *y) {
+    if (kiln_simd() < KILN_SIMD_AVX2 || !covered(qt, order)) return false;
+    const int64_t row_bytes = n_in / qt->block * qt->block_bytes;
+    /* rows in blocks of 16, as the panels split them, so that threads do
+     * not write neighbouring outputs */
+#pragma omp parallel for schedule(static)
+    for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL)
+        for (int64_t r = r0; r < r0 + KILN_PANEL && r < n_out; r++)
+            row(qt, order, (const uint8_t *)w + r * row_bytes, n_in, act, n_tokens, y + r, n_out);
+    return true;
+}
+
+#else
+
+bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
+                  const void *act, int64_t n_tokens, float *y) {
+    return false;
+}
+
+#endif
