@@ -9,8 +9,8 @@
  *    kernels (from the unpacked integer levels), and kiln_matmul must give
  *    their bits at every SIMD level.
  * 2. The 4x8 Q8_K quantizer's sign rule for ties of |max|.
- * 3. End to end: on every k-quant / IQ2_XXS golden GGUF, kiln's logits are
- *    llama.cpp's bit for bit (needs ../shared). */
+ * End to end, test_forward's golden_ggml requires llama.cpp's logits bit
+ * for bit on every golden GGUF, these types included. */
 #include "shared.h"
 
 #include <math.h>
@@ -180,52 +180,11 @@ static void test_act_q8_k_x4_ties(void **state) {
     assert_memory_equal(&ref, &x4, sizeof ref);
 }
 
-/* ---- 3. the golden GGUFs -------------------------------------------------- */
-
-static void check_golden(const char *stem) {
-    char gguf[256], ref[256];
-    snprintf(gguf, sizeof gguf, "golden/gguf/%s.gguf", stem);
-    snprintf(ref, sizeof ref, "golden/logits/%s.logits", stem);
-    kiln_err err = {{0}};
-    kiln_model *m = kiln_model_load(kiln_shared_path(gguf), &err);
-    if (!m) fail_msg("%s", err.msg);
-    kiln_logit_set set = {0};
-    if (kiln_klgt_read(kiln_shared_path(ref), &set, &err) < 0) fail_msg("%s", err.msg);
-    kiln_ctx *c = kiln_ctx_new(m, &(kiln_ctx_params){.n_ctx = 256}, &err);
-    if (!c) fail_msg("%s", err.msg);
-    double max_abs = 0;
-    for (uint32_t s = 0; s < set.n_seqs; s++) {
-        const kiln_logit_seq *q = &set.seqs[s];
-        const size_t n = (size_t)q->n_tokens * set.n_vocab;
-        float *got = malloc(n * sizeof(float));
-        assert_non_null(got);
-        kiln_ctx_clear(c);
-        assert_int_equal(kiln_eval(c, q->ids, q->n_tokens, got, &err), 0);
-        for (size_t i = 0; i < n; i++) max_abs = fmax(max_abs, fabs((double)got[i] - q->logits[i]));
-        free(got);
-    }
-    printf("# %s: max |kiln - llama.cpp| %.3g\n", stem, max_abs);
-    if (max_abs != 0) fail_msg("%s: logits differ from llama.cpp's by up to %.3g", stem, max_abs);
-    kiln_ctx_free(c);
-    kiln_logit_set_free(&set);
-    kiln_model_free(m);
-}
-
-static void test_golden_bit_exact(void **state) {
-    (void)state;
-    SKIP_WITHOUT_SHARED();
-    const char *stems[] = {"llama-Q6_K",     "llama-Q4_K_S",  "llama-Q4_K_M",  "llama-Q3_K_M",
-                           "llama-Q2_K",     "qwen2-Q2_K",    "qwen2-Q4_K_M",  "mixtral-Q2_K",
-                           "mixtral-Q4_K_M", "llama-IQ2_XXS", "mixtral-IQ2_XXS", "qwen2-IQ2_XXS"};
-    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) check_golden(stems[i]);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vecdot_orders),
         cmocka_unit_test(test_repacked_orders),
         cmocka_unit_test(test_act_q8_k_x4_ties),
-        cmocka_unit_test(test_golden_bit_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
