@@ -17,6 +17,10 @@
  * F16 / BF16 weights matmul.c sends it to vecdot_fdecode.c, which skips
  * the repacking altogether.
  *
+ * kiln_fgemm_ggml has AVX-512 kernels (16-lane accumulators, as ggml's) and
+ * AVX2 ones that hold each 16-lane accumulator in two ymm and run every
+ * lane's chain unchanged, so all levels give the scalar reference's bits.
+ *
  * Not here: where the f32 rows come from (the caller's callback does the
  * dequantization) and activation rounding (matmul.c). */
 #include "vecdot.h"
@@ -461,10 +465,223 @@ AVX512 static void vec_rows_avx512(uint32_t type, const uint8_t *w, int64_t row_
         }
     }
 }
+
+/* AVX2 (no AVX-512): the same orders. Each 16-lane accumulator of the
+ * AVX-512 kernels above is a pair of ymm, lanes 0-7 and 8-15; every lane
+ * runs the same fmaf chain over the same values, and the pair goes
+ * through reduce16's tree, so the bits are those of the scalar level. */
+
+/* reduce16 on (lanes 0-7, lanes 8-15): lo + hi is the tree's first level,
+ * then 128-bit halves, then (0+2) + (1+3). */
+AVX2 static inline float reduce16_avx2(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(lo, hi);
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+/* 8 weights of a row of `type` at w (element index k), widened exactly. */
+AVX2 INLINE __m256 wload8(uint32_t type, const void *w, int64_t k) {
+    if (type == KILN_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
+    if (type == KILN_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k))), 16));
+    return _mm256_loadu_ps((const float *)w + k);
+}
+
+/* The leftovers of ggml_vec_dot_* past its blocks, elements [i, n), onto
+ * the blocks' sum s: F16 / BF16 products added in double, F32 fused into
+ * the float sum (s is then a float, so the round trip is exact). */
+static inline float vec_tail(uint32_t type, const void *w, const float *x, int64_t i, int64_t n, double s) {
+    if (type == KILN_F32) {
+        float f = (float)s;
+        for (; i < n; i++) f = fmaf(((const float *)w)[i], x[i], f);
+        return f;
+    }
+    const uint16_t *h = w;
+    for (; i < n; i++) s += (double)((type == KILN_F16 ? kiln_fp16_to_fp32(h[i]) : kiln_bf16_to_fp32(h[i])) * x[i]);
+    return (float)s;
+}
+
+/* ggml_vec_dot_f32 / _f16 / _bf16's orders (vec_ref) with ymm pairs:
+ * a[2 * j] and a[2 * j + 1] are the halves of 16-lane accumulator j. */
+AVX2 INLINE float vec_avx2(uint32_t type, const void *w, const float *x, int64_t n) {
+    if (type == KILN_BF16) {
+        __m256 c[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) c[j] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                c[j] = _mm256_fmadd_ps(wload8(type, w, i + 8 * j), _mm256_loadu_ps(x + i + 8 * j), c[j]);
+        double s = 0.0;
+        s += (double)reduce16_avx2(c[0], c[1]);
+        s += (double)reduce16_avx2(c[2], c[3]);
+        return vec_tail(type, w, x, i, n, s);
+    }
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            a[j] = _mm256_fmadd_ps(wload8(type, w, i + 8 * j), _mm256_loadu_ps(x + i + 8 * j), a[j]);
+    /* (a0 + a2) + (a1 + a3), half by half */
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    return vec_tail(type, w, x, np, n, reduce16_avx2(lo, hi));
+}
+
+/* One token (decode) or shapes tinyBLAS declines: row by row, as
+ * vec_rows_avx512. One token is a pass over the weights, which the row
+ * order reads front to back. */
+AVX2 static void vec_rows_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                               int64_t n_out, int64_t n_tokens, float *y) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_out; r++) {
+        const uint8_t *wr = w + r * row_bytes;
+        for (int64_t t = 0; t < n_tokens; t++) {
+            if (type == KILN_F16) y[t * n_out + r] = vec_avx2(KILN_F16, wr, x + t * n, n);
+            else if (type == KILN_BF16) y[t * n_out + r] = vec_avx2(KILN_BF16, wr, x + t * n, n);
+            else y[t * n_out + r] = vec_avx2(KILN_F32, wr, x + t * n, n);
+        }
+    }
+}
+
+/* tinyBLAS's order, AVX2 blocking. The 16 lanes of an output are 16
+ * independent chains, so lanes 0-7 and 8-15 can run one after the other:
+ * a tile of 4 rows x 3 tokens then needs 12 accumulators, not 24, and
+ * with three activation vectors and one weight vector fits the 16 ymm
+ * (7 loads for 12 FMAs). Both halves read the same cache lines, and a
+ * tile reuses a weight for 3 tokens only, so k is cut into TQ_KB chunks:
+ * the chunk of a block of TQ_ROWS rows (16 KiB) stays in L1 while a block
+ * of TQ_TOK tokens passes, and the partial sums wait in a per-thread
+ * buffer (TQ_TOK x TQ_ROWS x 16 floats), which changes no bit: each
+ * lane's chain just continues. */
+#define TQ_KB 256
+#define TQ_ROWS 16
+#define TQ_TOK 48
+
+/* Rows wf + i * ldw (i < 4) x tokens x + j * n (j < TN <= 3), k in
+ * [k0, k0 + nk): part[i * 3 + j][16] in, partial sums out. */
+AVX2 INLINE void tiny_tile_avx2(const float *wf, int64_t ldw, const float *x, int64_t n, int64_t k0, int64_t nk,
+                                int TN, float *part) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256 acc[4][3];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+#pragma GCC unroll 3
+            for (int j = 0; j < TN; j++) acc[i][j] = _mm256_load_ps(part + (i * 3 + j) * 16 + 8 * h);
+        for (int64_t k = k0 + 8 * h; k < k0 + nk; k += 16) {
+            __m256 xv[3];
+#pragma GCC unroll 3
+            for (int j = 0; j < TN; j++) xv[j] = _mm256_loadu_ps(x + j * n + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m256 wv = _mm256_loadu_ps(wf + i * ldw + k);
+#pragma GCC unroll 3
+                for (int j = 0; j < TN; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+#pragma GCC unroll 3
+            for (int j = 0; j < TN; j++) _mm256_store_ps(part + (i * 3 + j) * 16 + 8 * h, acc[i][j]);
+    }
+}
+
+/* Row stride of tiny_avx2's widened rows: n rounded so that it is 1 KiB
+ * past a multiple of 4 KiB. A TQ_KB chunk of a row is 16 cache lines, so
+ * four rows then fill the 64 L1 sets side by side and the 16 rows of a
+ * block take 4 ways of each; with a stride of 4 KiB multiples (n = 2048,
+ * 8192) they would pile up in the same 16 sets and evict each other. */
+static int64_t tiny_ldw(int64_t n) {
+    return n + (256 - n % 1024 + 1024) % 1024;
+}
+
+/* Rows widened at a time by tiny_avx2: up to 512 KiB of them, so that
+ * they and a token block fit L2 together; whole TQ_ROWS sub-blocks. */
+static int64_t tiny_big_rows(int64_t n) {
+    int64_t r = 128 * 1024 / tiny_ldw(n) / TQ_ROWS * TQ_ROWS;
+    return r < TQ_ROWS ? TQ_ROWS : r > 64 ? 64 : r;
+}
+
+/* Floats of tiny_avx2's buffer per thread: the widened rows, then the
+ * partial sums of one sub-block. */
+static int64_t tiny_thread_floats(int64_t n) {
+    return tiny_big_rows(n) * tiny_ldw(n) + TQ_TOK * TQ_ROWS * 16;
+}
+
+/* tinyBLAS's order for n_out % 4 == 0, n % 16 == 0. Unlike the AVX-512
+ * version, which converts F16 / BF16 inside its tiles, each thread widens
+ * (F32: copies) a block of tiny_big_rows rows once, at the stride
+ * tiny_ldw, and runs every token against it: a block of tokens at a time
+ * (their activations stay in L2 while every TQ_ROWS sub-block of the rows
+ * passes over them), for a sub-block k chunk by k chunk. buf holds
+ * tiny_thread_floats(n) floats a thread, 64-byte aligned. */
+AVX2 static void tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                           int64_t n_out, int64_t n_tokens, float *y, float *buf) {
+    const int64_t big = tiny_big_rows(n), nrb = (n_out + big - 1) / big, ldw = tiny_ldw(n);
+    /* tokens per block: their activations take <= 192 KiB of L2 */
+    int64_t tok = 48 * 1024 / n / 3 * 3;
+    tok = tok < 3 ? 3 : tok > TQ_TOK ? TQ_TOK : tok;
+#pragma omp parallel
+    {
+        float *wide = buf + (int64_t)omp_get_thread_num() * tiny_thread_floats(n);
+        float *part = wide + big * ldw;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < nrb; b++) {
+            /* n_out % 4 == 0: every block is whole tiles */
+            const int64_t r0 = b * big, nr = n_out - r0 < big ? n_out - r0 : big;
+            for (int64_t i = 0; i < nr; i++) {
+                const uint8_t *wr = w + (r0 + i) * row_bytes;
+                float *dst = wide + i * ldw;
+                if (type == KILN_F16)
+                    for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_F16, wr, k));
+                else if (type == KILN_BF16)
+                    for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_BF16, wr, k));
+                else
+                    memcpy(dst, wr, (size_t)n * sizeof(float));
+            }
+            for (int64_t tb = 0; tb < n_tokens; tb += tok) {
+                const int64_t nt = n_tokens - tb < tok ? n_tokens - tb : tok;
+                for (int64_t s0 = 0; s0 < nr; s0 += TQ_ROWS) {
+                    const int64_t ns = nr - s0 < TQ_ROWS ? nr - s0 : TQ_ROWS;
+                    const float *ws = wide + s0 * ldw;
+                    memset(part, 0, (size_t)((nt + 2) / 3 * 3 * TQ_ROWS * 16) * sizeof(float));
+                    for (int64_t k0 = 0; k0 < n; k0 += TQ_KB) {
+                        const int64_t nk = n - k0 < TQ_KB ? n - k0 : TQ_KB;
+                        for (int64_t t = 0; t < nt; t += 3) {
+                            const int TN = nt - t < 3 ? (int)(nt - t) : 3;
+                            const float *xt = x + (tb + t) * n;
+                            float *pt = part + t * TQ_ROWS * 16; /* tiles of 4 rows: 4 * 3 * 16 floats */
+                            for (int64_t i = 0; i < ns; i += 4) {
+                                float *p = pt + i * 48;
+                                if (TN == 3) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 3, p);
+                                else if (TN == 2) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 2, p);
+                                else tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 1, p);
+                            }
+                        }
+                    }
+                    for (int64_t t = 0; t < nt; t++)
+                        for (int64_t i = 0; i < ns; i++) {
+                            const float *p = part + (t / 3 * 3 * TQ_ROWS + i / 4 * 12 + i % 4 * 3 + t % 3) * 16;
+                            y[(tb + t) * n_out + r0 + s0 + i] = reduce16_avx2(_mm256_load_ps(p), _mm256_load_ps(p + 8));
+                        }
+                }
+            }
+        }
+    }
+}
+
 #endif
 
-/* Below AVX-512: the reference functions, F16 / BF16 rows widened to f32
- * first into rows_buf (omp_get_max_threads() rows of n). */
+/* At the scalar level (and should tiny_avx2's buffer be refused): the
+ * reference functions, F16 / BF16 rows widened to f32 first into rows_buf
+ * (omp_get_max_threads() rows of n). */
 static void ggml_rows_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                           int64_t n_out, int64_t n_tokens, float *y, bool tiny, float *rows_buf) {
 #pragma omp parallel
@@ -497,6 +714,18 @@ int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, c
         if (tiny) tiny_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
         else vec_rows_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
         return 0;
+    }
+    if (kiln_simd() == KILN_SIMD_AVX2) {
+        if (!tiny) {
+            vec_rows_avx2(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
+            return 0;
+        }
+        float *buf = kiln_alloc64((size_t)(omp_get_max_threads() * tiny_thread_floats(n_in)) * sizeof(float));
+        if (buf) {
+            tiny_avx2(type, w, row_bytes, x, n_in, n_out, n_tokens, y, buf);
+            free(buf);
+            return 0;
+        }
     }
 #endif
     float *rows_buf = NULL;

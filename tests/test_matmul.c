@@ -9,7 +9,7 @@
  * SIMD level must give the scalar reference's bits, and a batch of tokens
  * the bits of one token at a time. KILN_NUM_EXACT is checked against the
  * double product of dequantized weights and raw activations. Q8_0 and
- * F32 in KILN_NUM_GGML mode follow llama.cpp's x86 orders, which are
+ * F32 / F16 / BF16 in KILN_NUM_GGML mode follow llama.cpp's x86 orders, which are
  * written out once more here and compared bit for bit. Needs no
  * ../shared. */
 #include "shared.h"
@@ -219,7 +219,7 @@ static void test_simd_and_batching_bit_exact(void **state) {
                                  mode ? "exact" : "ggml", kiln_simd_name(LEVELS[l]), (long long)j, y[j], ref[j]);
                 free(y);
                 /* one token at a time (F32 in GGML mode only because n_in = 601
-                 * is no multiple of 16: see test_f32_ggml_orders) */
+                 * is no multiple of 16: see test_float_ggml_orders) */
                 for (int64_t t = 0; t < T; t += 5) {
                     float *y1 = run(&m, x + t * m.n_in, 1, (kiln_numeric_mode)mode);
                     assert_memory_equal(y1, ref + t * m.n_out, (size_t)m.n_out * sizeof(float));
@@ -359,64 +359,108 @@ static void test_q8_0_x86_order(void **state) {
     free_mat(&m);
 }
 
-/* F32 weights in GGML mode have the orders of llama.cpp's AVX-512 build:
- * tinyBLAS (16 lanes over k, the reduce tree) for several tokens when
- * n_in % 16 == 0 and the weight's rows are a multiple of 4 (tinyBLAS's
- * smallest row tile; otherwise llamafile_sgemm declines), ggml_vec_dot_f32 (4 x 16 lanes over 64 values a step,
- * (a0+a2) + (a1+a3), the tree, leftovers fused) otherwise. Written out
- * here independently; every SIMD level must give these bits. */
-static void test_f32_ggml_orders(void **state) {
-    const int64_t sizes[] = {640, 608, 601, 48, 640}, rows[] = {24, 24, 21, 24, 21};
-    for (int si = 0; si < 5; si++) {
-        const int64_t n = sizes[si], T = 6;
-        coherent = si & 1;
-        mat m = make_mat(KILN_F32, n, rows[si]);
-        coherent = false;
-        const float *W = (const float *)m.w;
-        float *x = malloc((size_t)(T * n) * sizeof(float));
-        fill(x, T * n, 1.0f);
-        float *tiny = malloc((size_t)(T * m.n_out) * sizeof(float));
-        float *vec = malloc((size_t)(T * m.n_out) * sizeof(float));
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t r = 0; r < m.n_out; r++) {
-                const float *w = W + r * n, *xt = x + t * n;
-                float acc[16] = {0}, a4[4][16] = {{0}}, v[16];
-                for (int64_t k = 0; k + 16 <= n; k += 16)
-                    for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], xt[k + l], acc[l]);
-                tiny[t * m.n_out + r] = tree16(acc);
-                const int64_t np = n / 64 * 64;
-                for (int64_t k = 0; k < np; k += 64)
-                    for (int j = 0; j < 4; j++)
-                        for (int l = 0; l < 16; l++)
-                            a4[j][l] = fmaf(w[k + 16 * j + l], xt[k + 16 * j + l], a4[j][l]);
-                for (int l = 0; l < 16; l++) v[l] = (a4[0][l] + a4[2][l]) + (a4[1][l] + a4[3][l]);
-                float s = tree16(v);
-                for (int64_t k = np; k < n; k++) s = fmaf(w[k], xt[k], s);
-                vec[t * m.n_out + r] = s;
-            }
-        const bool tinyblas = n % 16 == 0 && m.n_out % 4 == 0;
-        const float *batch = tinyblas ? tiny : vec;
-        for (int l = 0; l < 3; l++) {
-            kiln_simd_set(LEVELS[l]);
-            if (kiln_simd() != LEVELS[l]) continue;
-            float *y = run(&m, x, T, KILN_NUM_GGML);
-            if (memcmp(y, batch, (size_t)(T * m.n_out) * sizeof(float)))
-                fail_msg("F32 n_in %lld at %s: batch differs from the %s order", (long long)n,
-                         kiln_simd_name(LEVELS[l]), tinyblas ? "tinyBLAS" : "vec_dot_f32");
-            check_against(&m, x, T, y, KILN_NUM_GGML, 1e-5);
-            free(y);
-            for (int64_t t = 0; t < T; t += 5) {
-                float *y1 = run(&m, x + t * n, 1, KILN_NUM_GGML);
-                assert_memory_equal(y1, vec + t * m.n_out, (size_t)m.n_out * sizeof(float));
-                free(y1);
-            }
-        }
-        kiln_simd_set(KILN_SIMD_AVX512);
-        free(tiny);
-        free(vec);
-        free(x);
-        free_mat(&m);
+/* F32 / F16 / BF16 weights in GGML mode have the orders of llama.cpp's
+ * AVX-512 build: tinyBLAS (16 lanes over k, the reduce tree) for several
+ * tokens when n_in % 16 == 0 and the weight's rows are a multiple of 4
+ * (tinyBLAS's smallest row tile; otherwise llamafile_sgemm declines),
+ * otherwise the type's ggml_vec_dot: _f32 4 x 16 lanes over 64 values a
+ * step, (a0+a2) + (a1+a3), the tree, leftovers fused; _f16 the same blocks,
+ * the leftover products added in double; _bf16 two 16-lane accumulators
+ * over 32 values a step, each reduced into a double, leftovers in double.
+ * The activations are first rounded to the weight's precision. Written out
+ * here independently; every SIMD level must give these bits, for batches
+ * of 7 and 8 tokens (token tiles of 3 leave 1 and 2) and single tokens. */
+static float vec_order(uint32_t type, const float *w, const float *xt, int64_t n) {
+    if (type == KILN_BF16) {
+        float c[2][16] = {{0}};
+        int64_t k = 0;
+        for (; k + 32 <= n; k += 32)
+            for (int j = 0; j < 2; j++)
+                for (int l = 0; l < 16; l++) c[j][l] = fmaf(w[k + 16 * j + l], xt[k + 16 * j + l], c[j][l]);
+        double s = 0;
+        s += (double)tree16(c[0]);
+        s += (double)tree16(c[1]);
+        for (; k < n; k++) s += (double)(w[k] * xt[k]);
+        return (float)s;
     }
+    float a4[4][16] = {{0}}, v[16];
+    const int64_t np = n / 64 * 64;
+    for (int64_t k = 0; k < np; k += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) a4[j][l] = fmaf(w[k + 16 * j + l], xt[k + 16 * j + l], a4[j][l]);
+    for (int l = 0; l < 16; l++) v[l] = (a4[0][l] + a4[2][l]) + (a4[1][l] + a4[3][l]);
+    if (type == KILN_F16) {
+        double s = tree16(v);
+        for (int64_t k = np; k < n; k++) s += (double)(w[k] * xt[k]);
+        return (float)s;
+    }
+    float s = tree16(v);
+    for (int64_t k = np; k < n; k++) s = fmaf(w[k], xt[k], s);
+    return s;
+}
+
+static void test_float_ggml_orders(void **state) {
+    const uint32_t types[] = {KILN_F32, KILN_F16, KILN_BF16};
+    /* 4096: more rows than one AVX2 block of widened rows (and a partial one) */
+    const int64_t sizes[] = {640, 608, 601, 48, 640, 4096}, rows[] = {24, 24, 21, 24, 21, 24};
+    for (int ti = 0; ti < 3; ti++)
+        for (int si = 0; si < 6; si++) {
+            const uint32_t type = types[ti];
+            const int64_t n = sizes[si], T = 8;
+            coherent = si & 1;
+            mat m = make_mat(type, n, rows[si]);
+            coherent = false;
+            float *W = malloc((size_t)(n * m.n_out) * sizeof(float));
+            for (int64_t i = 0; i < n * m.n_out; i++) W[i] = (float)m.wd[i];
+            float *x = malloc((size_t)(T * n) * sizeof(float)), *xr = malloc((size_t)(T * n) * sizeof(float));
+            double *xd = malloc((size_t)n * sizeof(double));
+            fill(x, T * n, 1.0f);
+            for (int64_t t = 0; t < T; t++) {
+                ggml_activations(type, x + t * n, n, xd);
+                for (int64_t k = 0; k < n; k++) xr[t * n + k] = (float)xd[k];
+            }
+            float *tiny = malloc((size_t)(T * m.n_out) * sizeof(float));
+            float *vec = malloc((size_t)(T * m.n_out) * sizeof(float));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t r = 0; r < m.n_out; r++) {
+                    const float *w = W + r * n, *xt = xr + t * n;
+                    float acc[16] = {0};
+                    for (int64_t k = 0; k + 16 <= n; k += 16)
+                        for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], xt[k + l], acc[l]);
+                    tiny[t * m.n_out + r] = tree16(acc);
+                    vec[t * m.n_out + r] = vec_order(type, w, xt, n);
+                }
+            const bool tinyblas = n % 16 == 0 && m.n_out % 4 == 0;
+            const float *batch = tinyblas ? tiny : vec;
+            for (int l = 0; l < 3; l++) {
+                kiln_simd_set(LEVELS[l]);
+                if (kiln_simd() != LEVELS[l]) continue;
+                for (int64_t nt = T - 1; nt <= T; nt++) {
+                    float *y = run(&m, x, nt, KILN_NUM_GGML);
+                    if (memcmp(y, batch, (size_t)(nt * m.n_out) * sizeof(float)))
+                        fail_msg("%s n_in %lld, %lld tokens at %s: batch differs from the %s order",
+                                 kiln_type_name(type), (long long)n, (long long)nt, kiln_simd_name(LEVELS[l]),
+                                 tinyblas ? "tinyBLAS" : "vec_dot");
+                    check_against(&m, x, nt, y, KILN_NUM_GGML, 1e-5);
+                    free(y);
+                }
+                for (int64_t t = 0; t < T; t += 3) {
+                    float *y1 = run(&m, x + t * n, 1, KILN_NUM_GGML);
+                    if (memcmp(y1, vec + t * m.n_out, (size_t)m.n_out * sizeof(float)))
+                        fail_msg("%s n_in %lld at %s: one token differs from the vec_dot order",
+                                 kiln_type_name(type), (long long)n, kiln_simd_name(LEVELS[l]));
+                    free(y1);
+                }
+            }
+            kiln_simd_set(KILN_SIMD_AVX512);
+            free(tiny);
+            free(vec);
+            free(x);
+            free(xr);
+            free(xd);
+            free(W);
+            free_mat(&m);
+        }
 }
 
 static void test_unsupported(void **state) {
@@ -436,7 +480,7 @@ int main(void) {
         cmocka_unit_test(test_simd_and_batching_bit_exact),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_q8_0_x86_order),
-        cmocka_unit_test(test_f32_ggml_orders),
+        cmocka_unit_test(test_float_ggml_orders),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
