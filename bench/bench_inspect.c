@@ -75,7 +75,7 @@ int main(void) {
         kiln_gguf_close(g);
         if (t < best_open) best_open = t;
     }
-    char cmd[1024];
+    char cmd[2 * 1024 + 64];
     snprintf(cmd, sizeof cmd, "%s inspect --json %s > /dev/null", kiln, path);
     double t = time_cmd(cmd, 5);
     printf("inspect: 100,000 tensors + 10 MB metadata (%.1f MB file): open %.1f ms, inspect --json %.1f ms "

@@ -59,7 +59,7 @@ static int each_tensor(kiln_gguf_writer *w, const grow *gr, int pass, kiln_err *
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kiln_tensor *t = &g->tensors[i];
         char *n = kiln_str_dup(t->name);
-        int64_t l = kiln_splice_layer_of(n);
+        int64_t l = kiln_tensor_layer(n);
         free(n);
         if (l >= 0) continue;
         memcpy(name, t->name.ptr, t->name.len);
@@ -72,7 +72,7 @@ static int each_tensor(kiln_gguf_writer *w, const grow *gr, int pass, kiln_err *
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const kiln_tensor *t = &g->tensors[i];
             char *n = kiln_str_dup(t->name);
-            int64_t fl = kiln_splice_layer_of(n);
+            int64_t fl = kiln_tensor_layer(n);
             free(n);
             if (fl != l % (int64_t)gr->fix_layers) continue;
             grown(gr, t, l, name, sizeof name, ne);

@@ -35,16 +35,7 @@ trap 'rm -rf "$D"' EXIT INT TERM
 cat "$D/base.gguf" "$D/donor.gguf" > /dev/null
 last=$((LAYERS - 1))
 
-# timed CMD...: prints "SECONDS MAXRSS_KIB" of one run (exits on failure)
-timed() {
-    python3 -c '
-import resource, subprocess, sys, time
-t = time.monotonic()
-rc = subprocess.run(sys.argv[1:]).returncode
-dt = time.monotonic() - t
-print("%.6f %d" % (dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(rc)' "$@"
-}
+. "$(dirname "$0")/timed.sh"
 
 best_s=1e9 best_c=1e9 best_cs=1e9 rss=0
 i=0

@@ -1,0 +1,57 @@
+#!/bin/sh
+# bench/bench_convert.sh - `make bench`: kiln convert throughput against a
+# plain cp of the same safetensors (the physical limit of reading and
+# writing those bytes), and convert's peak RSS against the model size.
+#
+# Models: `kiln testmodel --size 1b` (1.1 B params) as bf16 and as f32
+# safetensors, kept in /tmp/kiln-bench-convert for the next run. Cases:
+# bf16 -> bf16 (--outtype bf16) and f32 -> f16. Inputs are read once
+# first, so both sides read from the page cache; kiln's output is fsynced
+# before its rename, so cp is reported plain and as cp + sync. Target:
+# >= 0.7x plain cp. Each figure is the best of REPS runs.
+#
+#   KILN_BENCH_CONVERT_REPS (default 3)
+BUILD=${KILN_BUILD:-build}
+KILN=${KILN:-$BUILD/kiln}
+REPS=${KILN_BENCH_CONVERT_REPS:-3}
+. "$(dirname "$0")/timed.sh"
+M=/tmp/kiln-bench-convert
+mkdir -p "$M" || exit 1
+for dt in bf16 f32; do
+    [ -f "$M/$dt/config.json" ] && continue
+    echo "  making the 1B $dt model in $M/$dt (one time)"
+    "$KILN" testmodel --arch llama --size 1b --dtype "$dt" -o "$M/$dt" > "$M/make-$dt.log" 2>&1 || { echo "convert: skipped (testmodel failed, see $M/make-$dt.log)"; exit 0; }
+done
+D=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-convert-XXXXXX") || exit 1
+trap 'rm -rf "$D"' EXIT INT TERM
+
+# case SRC_DTYPE OUTTYPE
+run_case() {
+    src="$M/$1"
+    cat "$src"/*.safetensors > /dev/null
+    in=$(cat "$src"/*.safetensors | wc -c)
+    best_k=1e9 best_c=1e9 best_cs=1e9 rss=0 i=0
+    while [ $i -lt "$REPS" ]; do
+        i=$((i + 1))
+        rm -f "$D/out.gguf" "$D"/cp.* ; sync
+        r=$(timed "$KILN" convert "$src" --outtype "$2" -o "$D/out.gguf" -q) || return 1
+        set -- $1 $2 $r
+        k=$3; [ "$4" -gt "$rss" ] && rss=$4
+        sync
+        r=$(timed sh -c 'for f in "$1"/*.safetensors; do cp "$f" "$2/cp.$(basename "$f")"; done' sh "$src" "$D") || return 1
+        c=${r% *}
+        rm -f "$D"/cp.*; sync
+        r=$(timed sh -c 'for f in "$1"/*.safetensors; do cp "$f" "$2/cp.$(basename "$f")"; done; sync' sh "$src" "$D") || return 1
+        cs=${r% *}
+        best_k=$(awk -v a="$best_k" -v b="$k" 'BEGIN { print (b < a) ? b : a }')
+        best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
+        best_cs=$(awk -v a="$best_cs" -v b="$cs" 'BEGIN { print (b < a) ? b : a }')
+    done
+    awk -v n="$in" -v k="$best_k" -v c="$best_c" -v cs="$best_cs" -v rss="$rss" -v what="$1 -> $2" 'BEGIN {
+        mb = n / 1e6
+        printf "convert %-12s %5.0f MB in: %6.0f MB/s, cp %6.0f MB/s, ratio %.2f (target >= 0.7); cp + sync %6.0f MB/s, ratio %.2f; peak RSS %.0f MiB\n",
+               what, mb, mb / k, mb / c, c / k, mb / cs, cs / k, rss / 1024
+    }'
+}
+run_case bf16 bf16 || exit 1
+run_case f32 f16 || exit 1
