@@ -25,29 +25,30 @@ done
 D=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-convert-XXXXXX") || exit 1
 trap 'rm -rf "$D"' EXIT INT TERM
 
-# case SRC_DTYPE OUTTYPE
+# cp of every shard of model dir $1 into dir $2
+COPY='for f in "$1"/*.safetensors; do cp "$f" "$2/cp.$(basename "$f")"; done'
+
+# run_case SRC_DTYPE OUTTYPE
 run_case() {
-    src="$M/$1"
-    cat "$src"/*.safetensors > /dev/null
-    in=$(cat "$src"/*.safetensors | wc -c)
+    what="$1 -> $2" outtype=$2 src="$M/$1"
+    in=$(cat "$src"/*.safetensors | wc -c) # also brings them into the page cache
     best_k=1e9 best_c=1e9 best_cs=1e9 rss=0 i=0
     while [ $i -lt "$REPS" ]; do
         i=$((i + 1))
         rm -f "$D/out.gguf" "$D"/cp.* ; sync
-        r=$(timed "$KILN" convert "$src" --outtype "$2" -o "$D/out.gguf" -q) || return 1
-        set -- $1 $2 $r
-        k=$3; [ "$4" -gt "$rss" ] && rss=$4
+        r=$(timed "$KILN" convert "$src" --outtype "$outtype" -o "$D/out.gguf" -q) || return 1
+        k=${r% *}; [ "${r#* }" -gt "$rss" ] && rss=${r#* }
         sync
-        r=$(timed sh -c 'for f in "$1"/*.safetensors; do cp "$f" "$2/cp.$(basename "$f")"; done' sh "$src" "$D") || return 1
+        r=$(timed sh -c "$COPY" sh "$src" "$D") || return 1
         c=${r% *}
         rm -f "$D"/cp.*; sync
-        r=$(timed sh -c 'for f in "$1"/*.safetensors; do cp "$f" "$2/cp.$(basename "$f")"; done; sync' sh "$src" "$D") || return 1
+        r=$(timed sh -c "$COPY; sync" sh "$src" "$D") || return 1
         cs=${r% *}
-        best_k=$(awk -v a="$best_k" -v b="$k" 'BEGIN { print (b < a) ? b : a }')
-        best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
-        best_cs=$(awk -v a="$best_cs" -v b="$cs" 'BEGIN { print (b < a) ? b : a }')
+        best_k=$(least "$best_k" "$k")
+        best_c=$(least "$best_c" "$c")
+        best_cs=$(least "$best_cs" "$cs")
     done
-    awk -v n="$in" -v k="$best_k" -v c="$best_c" -v cs="$best_cs" -v rss="$rss" -v what="$1 -> $2" 'BEGIN {
+    awk -v n="$in" -v k="$best_k" -v c="$best_c" -v cs="$best_cs" -v rss="$rss" -v what="$what" 'BEGIN {
         mb = n / 1e6
         printf "convert %-12s %5.0f MB in: %6.0f MB/s, cp %6.0f MB/s, ratio %.2f (target >= 0.7); cp + sync %6.0f MB/s, ratio %.2f; peak RSS %.0f MiB\n",
                what, mb, mb / k, mb / c, c / k, mb / cs, cs / k, rss / 1024

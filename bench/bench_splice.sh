@@ -52,9 +52,9 @@ while [ $i -lt "$REPS" ]; do
     sync
     r=$(timed sh -c 'cp "$1" "$2" && sync "$2"' sh "$D/out.gguf" "$D/cps.gguf") || exit 1
     cs=${r% *}
-    best_s=$(awk -v a="$best_s" -v b="$s" 'BEGIN { print (b < a) ? b : a }')
-    best_c=$(awk -v a="$best_c" -v b="$c" 'BEGIN { print (b < a) ? b : a }')
-    best_cs=$(awk -v a="$best_cs" -v b="$cs" 'BEGIN { print (b < a) ? b : a }')
+    best_s=$(least "$best_s" "$s")
+    best_c=$(least "$best_c" "$c")
+    best_cs=$(least "$best_cs" "$cs")
 done
 size=$(wc -c < "$D/out.gguf")
 awk -v n="$size" -v s="$best_s" -v c="$best_c" -v cs="$best_cs" -v rss="$rss" -v base="$(wc -c < "$D/base.gguf")" -v donor="$(wc -c < "$D/donor.gguf")" 'BEGIN {

@@ -359,11 +359,18 @@ static float vec_ref(uint32_t type, const float *w, const float *x, int64_t n) {
 }
 
 #ifdef __x86_64__
-AVX512 static inline float reduce16_avx512(__m512 v) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+/* reduce16 on (lanes 0-7, lanes 8-15): lo + hi is the tree's first level,
+ * then 128-bit halves, then (0+2) + (1+3). The AVX-512 kernels hand it
+ * their zmm's halves; the AVX2 ones hold each 16-lane chain as the pair. */
+AVX2 static inline float reduce16_avx2(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(lo, hi);
     const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
     return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+AVX512 static inline float reduce16_avx512(__m512 v) {
+    return reduce16_avx2(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
 
 /* 16 weights of a row of `type` at w (element index k), widened exactly. */
@@ -470,15 +477,6 @@ AVX512 static void vec_rows_avx512(uint32_t type, const uint8_t *w, int64_t row_
  * AVX-512 kernels above is a pair of ymm, lanes 0-7 and 8-15; every lane
  * runs the same fmaf chain over the same values, and the pair goes
  * through reduce16's tree, so the bits are those of the scalar level. */
-
-/* reduce16 on (lanes 0-7, lanes 8-15): lo + hi is the tree's first level,
- * then 128-bit halves, then (0+2) + (1+3). */
-AVX2 static inline float reduce16_avx2(__m256 lo, __m256 hi) {
-    const __m256 h = _mm256_add_ps(lo, hi);
-    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
-}
 
 /* 8 weights of a row of `type` at w (element index k), widened exactly. */
 AVX2 INLINE __m256 wload8(uint32_t type, const void *w, int64_t k) {

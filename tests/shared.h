@@ -123,6 +123,13 @@ static inline double kiln_test_gauss(uint64_t *s) {
     double u1 = kiln_test_uniform(s), u2 = kiln_test_uniform(s);
     return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
 }
+/* The float Box-Muller of the kernel suites (test_matmul,
+ * test_kquant_order, test_kdirect): u in [1e-7, 1 + 1e-7), v in [0, 1). */
+static inline float kiln_test_gaussf(uint64_t *s) {
+    float u = (float)((kiln_test_xorshift64(s) >> 11) * (1.0 / 9007199254740992.0)) + 1e-7f;
+    float v = (float)((kiln_test_xorshift64(s) >> 11) * (1.0 / 9007199254740992.0));
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
 static inline float kiln_test_heavy(uint64_t *s) {
     double z = kiln_test_gauss(s), c = 0;
     for (int i = 0; i < 3; i++) {

@@ -21,11 +21,7 @@
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-static float gauss(void) {
-    float u = (float)((kiln_test_xorshift64(&rng) >> 11) * (1.0 / 9007199254740992.0)) + 1e-7f;
-    float v = (float)((kiln_test_xorshift64(&rng) >> 11) * (1.0 / 9007199254740992.0));
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
+static float gauss(void) { return kiln_test_gaussf(&rng); }
 
 /* A random fp16 factor of either sign, magnitude 2^-12 .. 2^-6. */
 static kiln_half factor(void) {

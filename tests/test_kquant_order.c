@@ -25,17 +25,8 @@
 #include "../runtime/vecdot.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static float gauss(void) {
-    float u = (float)((next() >> 11) * (1.0 / 9007199254740992.0)) + 1e-7f;
-    float v = (float)((next() >> 11) * (1.0 / 9007199254740992.0));
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
+static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
+static float gauss(void) { return kiln_test_gaussf(&rng); }
 
 /* ---- 1. the orders, written out ----------------------------------------- */
 

@@ -33,17 +33,9 @@ static const uint32_t TYPES[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0, KIL
 static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
 static float uniform(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0)); }
-static float gauss(void) {
-    float u = uniform() + 1e-7f, v = uniform();
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
+static float gauss(void) { return kiln_test_gaussf(&rng); }
 
 /* Random values with an occasional outlier, as in real activations. */
 static void fill(float *x, int64_t n, float scale) {
