@@ -21,9 +21,22 @@ CFLAGS  ?= $(OPT) -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
 override LDLIBS += -fopenmp -lm
 
-# Every .c under these folders is library code, except the cmd_*.c files,
-# which are the thin CLI layers linked into build/kiln only.
-LIBDIRS := core quantize convert inspect imatrix splice runtime golden
+# The library's layers, bottom first. A folder's library files include only
+# folders listed before it (tests/e2e/layers.sh checks this on every
+# `make test`); the cmd_*.c files are the CLI layer on top of all of them and
+# are linked into build/kiln only, never into libkiln.a.
+#   core       files, GGUF/safetensors, errors, types, hashing, imatrix files
+#   codec      ggml block formats: quantize and dequantize one row
+#   tokenizer  llama.cpp's tokenizers over a GGUF vocabulary
+#   testmodel  synthetic HF checkpoints for tests, demo and bench
+#   convert    HF safetensors -> GGUF
+#   inspect    model views, inspect and diff
+#   runtime    the forward pass and its product kernels
+#   golden     logits files, perplexity, KLD, golden gates
+#   imatrix    importance-matrix collection
+#   quantize   model quantization: type policy and the pipeline
+#   splice     byte-level tensor and expert mixing
+LIBDIRS := core codec tokenizer testmodel convert inspect runtime golden imatrix quantize splice
 ALL_SRC := $(foreach d,$(LIBDIRS),$(wildcard $(d)/*.c))
 CMD_SRC := $(wildcard cli/*.c) $(foreach d,$(LIBDIRS),$(wildcard $(d)/cmd_*.c))
 LIB_SRC := $(filter-out $(CMD_SRC),$(ALL_SRC))

@@ -25,7 +25,7 @@
 #include "../core/cpu.h"
 #include "../core/progress.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 #include "../runtime/matmul.h"
 
 /* llama-bench pp512 t/s from README (e), 1 and 2 threads */

@@ -20,7 +20,7 @@
 
 #include "../core/progress.h"
 #include "../core/types.h"
-#include "../imatrix/imatrix_file.h"
+#include "../core/imatrix_file.h"
 #include "../quantize/quantize_model.h"
 
 #define ROWS 11008

@@ -7,7 +7,7 @@
 
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 #include "f8.h"
 
 #define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */

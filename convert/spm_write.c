@@ -9,7 +9,7 @@
  * file loads in sentencepiece (hence llama.cpp's converter) and in kiln's
  * reader. Only vocab_size varies. It does not train anything, and it does
  * not check that the pieces make a sensible vocabulary. */
-#include "testmodel.h"
+#include "../testmodel/testmodel.h"
 
 #include <stdlib.h>
 #include <string.h>

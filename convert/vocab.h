@@ -7,7 +7,7 @@
  *
  * Which are tried, in that order, is the architecture's choice (arch.h).
  * For byte-level BPE, tokenizer.ggml.pre is chosen from the tokenizer's
- * own pre_tokenizer definition (pretok.c), or given by the caller.
+ * own pre_tokenizer definition (pre_name.c), or given by the caller.
  * Special tokens, add_bos/add_eos and the chat template follow gguf-py's
  * SpecialVocab (special.c). */
 #ifndef KILN_CONVERT_VOCAB_H
@@ -71,7 +71,7 @@ int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const 
  * check. 0 or -1. */
 int cv_special_write(cv_source *src, const cv_tok_files *f, bool load_merges, int64_t n_vocab, cv_kv *k);
 
-/* Pre-tokenizer detection (pretok.c): llama.cpp's name for tokenizer.json's
+/* Pre-tokenizer detection (pre_name.c): llama.cpp's name for tokenizer.json's
  * pre_tokenizer, or NULL with a description of it in `desc`. */
 const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap);
 /* Names kiln can detect ("gpt-2, qwen2, ..."), and every name llama.cpp

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../core/types.h"
-#include "../splice/hash.h"
+#include "../core/xxh64.h"
 
 static json_t *hex(uint64_t v) {
     char b[17];

@@ -6,15 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-double kiln_nll(const float *row, int64_t n_vocab, int32_t tok) {
-    float max = row[0];
-    for (int64_t i = 1; i < n_vocab; i++)
-        if (row[i] > max) max = row[i];
-    double sum = 0;
-    for (int64_t i = 0; i < n_vocab; i++) sum += expf(row[i] - max);
-    return -((double)(row[tok] - max) - log(sum));
-}
-
 /* log of sum(exp(row)) in double, and the argmax. */
 static double log_sum_exp(const float *row, int64_t n, int64_t *argmax) {
     int64_t im = 0;

@@ -21,12 +21,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
-
-/* -log softmax(row)[tok] the way llama-perplexity computes it: float max,
- * double sum of expf(x - max), float difference of the token's logit and
- * the max. Keeping these roundings is what makes PPL agree to the last
- * printed digit. */
-double kiln_nll(const float *row, int64_t n_vocab, int32_t tok);
+#include "../core/nll.h"
 
 typedef struct kiln_pos_cmp {
     double kld;

@@ -12,7 +12,7 @@
 
 #include "../core/fileio.h"
 #include "../core/fp16.h"
-#include "../splice/hash.h"
+#include "../core/xxh64.h"
 
 #define FIXED_HEADER 28
 #define MAX_META (16u << 20)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../core/progress.h"
-#include "../splice/hash.h"
+#include "../core/xxh64.h"
 #include "fingerprint.h"
 #include "logits_file.h"
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
-#include "../runtime/tokenizer.h"
+#include "../tokenizer/tokenizer.h"
 
 typedef struct kiln_imx_tokens {
     int32_t *ids;     /* the whole text's tokens */

@@ -26,7 +26,7 @@
 
 #include "../core/error.h"
 #include "../core/gguf.h"
-#include "imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 typedef struct kiln_imx_acc {
     char *name;       /* the weight, e.g. "blk.3.ffn_up_exps.weight" */

@@ -13,7 +13,7 @@
 
 #include "../core/error.h"
 #include "../core/gguf.h"
-#include "imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 /* 0 when entry `e` fits a weight of `model_path` whose shape is ne[0..n_dims)
  * (ne NULL: the model has no weight of that name); else -1. */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
-#include "imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 /* Reads and merges `paths` (n >= 1). When chunk_size > 0, a file whose
  * counts are in chunks (legacy .dat) is first converted to tokens of that

@@ -3,7 +3,7 @@
 
 /* kiln_nll(): -log softmax(row)[tok] in llama.cpp's precision, the same
  * as llama-perplexity's and so as llama-imatrix's. */
-#include "../golden/kld.h"
+#include "../core/nll.h"
 
 #include <math.h>
 

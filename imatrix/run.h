@@ -22,7 +22,7 @@
 #include "../core/error.h"
 #include "../runtime/runtime.h"
 #include "chunks.h"
-#include "imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 typedef struct kiln_imx_run_params {
     bool process_output;       /* collect output.weight too */

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "../core/error.h"
-#include "imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 typedef struct kiln_imx_tstat {
     const char *name;       /* the entry's name (borrowed from the imatrix) */

@@ -162,13 +162,3 @@ bool kiln_value_equal(const kiln_value *a, const kiln_value *b) {
     }
     return !memcmp(x->data, y->data, x->n * kiln_gguf_vtype_size(x->type));
 }
-
-void kiln_human_bytes(double bytes, char *out, size_t cap) {
-    static const char *UNITS[] = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (bytes >= 1000 && u < 4) {
-        bytes /= 1000;
-        u++;
-    }
-    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", bytes, UNITS[u]);
-}

@@ -25,7 +25,4 @@ void kiln_jw_value(kiln_jsonw *w, const kiln_value *v, size_t max_items);
 /* True when two values have the same type and content. */
 bool kiln_value_equal(const kiln_value *a, const kiln_value *b);
 
-/* "11.6 MB"-style size (powers of 1000, matching ls -h --si). */
-void kiln_human_bytes(double bytes, char *out, size_t cap);
-
 #endif

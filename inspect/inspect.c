@@ -5,6 +5,7 @@
 #include "../core/jsonw.h"
 #include "../core/progress.h"
 #include "format.h"
+#include "../core/units.h"
 
 #include <math.h>
 #include <regex.h>

@@ -2,7 +2,7 @@
 #include "view.h"
 
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 #include <stdio.h>
 #include <stdlib.h>

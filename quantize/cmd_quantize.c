@@ -5,8 +5,8 @@
 #include "../core/jsonw.h"
 #include "../core/progress.h"
 #include "../core/types.h"
-#include "../inspect/format.h"
-#include "codec.h"
+#include "../core/units.h"
+#include "../codec/codec.h"
 #include "quantize_model.h"
 
 #include <getopt.h>

@@ -6,7 +6,7 @@
 #include "policy.h"
 
 #include "../core/types.h"
-#include "codec.h"
+#include "../codec/codec.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

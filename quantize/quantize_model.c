@@ -8,7 +8,7 @@
 #include "../core/types.h"
 #include "../convert/convert.h"
 #include "../imatrix/imatrix_check.h"
-#include "codec.h"
+#include "../codec/codec.h"
 
 #include <math.h>
 #include <omp.h>

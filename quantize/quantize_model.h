@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
-#include "../imatrix/imatrix_file.h"
+#include "../core/imatrix_file.h"
 #include "policy.h"
 
 /* Quantizes a tensor of ne[0] x ne[1] x ne[2] x ne[3] f32 values (GGUF

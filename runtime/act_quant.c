@@ -13,8 +13,8 @@
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
-#include "../quantize/quants.h"
-#include "../quantize/search.h"
+#include "../codec/quants.h"
+#include "../codec/search.h"
 
 #include <math.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include "forward_impl.h"
 
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -28,7 +28,7 @@
 
 #include "../core/cpu.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 #include <stdlib.h>
 #include <string.h>

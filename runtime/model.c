@@ -12,7 +12,7 @@
 #include "model.h"
 
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 #include <stdarg.h>
 #include <stdio.h>

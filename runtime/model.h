@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "../core/gguf.h"
-#include "tokenizer.h"
+#include "../tokenizer/tokenizer.h"
 
 typedef enum kiln_arch {
     KILN_ARCH_LLAMA,    /* llama, mistral, mixtral (experts when n_expert > 0) */

@@ -37,7 +37,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../quantize/blocks.h"
+#include "../codec/blocks.h"
 
 /* 64-byte aligned memory for the kernels' buffers (free() releases it),
  * or NULL. */

@@ -11,7 +11,7 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/iq2_tables.h"
+#include "../codec/iq2_tables.h"
 
 #include <string.h>
 

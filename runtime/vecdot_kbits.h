@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "../quantize/blocks.h"
+#include "../codec/blocks.h"
 
 /* 12 bytes as three little-endian 32-bit words, on any host. */
 static inline void kiln_kbits_words(const uint8_t *p, uint32_t u[3]) {

@@ -6,7 +6,7 @@
 
 #include "../core/fileio.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 #include <regex.h>
 #include <stdarg.h>

@@ -31,7 +31,7 @@
 
 #include "../core/error.h"
 #include "../core/gguf.h"
-#include "../imatrix/imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 typedef struct kiln_splice_opts {
     const char *base;

@@ -17,8 +17,8 @@
 #include "../core/fileio.h"
 #include "../core/progress.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
-#include "hash.h"
+#include "../codec/codec.h"
+#include "../core/xxh64.h"
 
 #include <stdlib.h>
 #include <string.h>

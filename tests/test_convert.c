@@ -30,7 +30,7 @@
 #include "../convert/convert.h"
 #include "../convert/meta.h"
 #include "../convert/spm.h"
-#include "../convert/testmodel.h"
+#include "../testmodel/testmodel.h"
 #include "../convert/vocab.h"
 #include "../core/fp16.h"
 #include "../core/gguf.h"

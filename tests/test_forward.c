@@ -20,7 +20,7 @@
 #include "shared.h"
 
 #include "../convert/convert.h"
-#include "../convert/testmodel.h"
+#include "../testmodel/testmodel.h"
 #include "../core/cpu.h"
 #include "../core/gguf.h"
 #include "../golden/klgt.h"

@@ -1,4 +1,4 @@
-/* tests/test_imatrix_file.c - imatrix/imatrix_file.c against llama.cpp's own
+/* tests/test_imatrix_file.c - core/imatrix_file.c against llama.cpp's own
  * files: both golden formats of every fixture hold the same numbers, kiln
  * writes both formats byte for byte as llama-imatrix did, .dat -> GGUF ->
  * .dat loses nothing, merging adds sums and counts, and bad files fail
@@ -6,7 +6,7 @@
 #include "shared.h"
 
 #include "../core/gguf.h"
-#include "../imatrix/imatrix_file.h"
+#include "../core/imatrix_file.h"
 
 #include <math.h>
 

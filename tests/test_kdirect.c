@@ -13,7 +13,7 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/blocks.h"
+#include "../codec/blocks.h"
 #include "../runtime/matmul.h"
 #include "../runtime/vecdot.h"
 

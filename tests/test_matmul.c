@@ -19,9 +19,9 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/blocks.h"
-#include "../quantize/codec.h"
-#include "../quantize/quants.h"
+#include "../codec/blocks.h"
+#include "../codec/codec.h"
+#include "../codec/quants.h"
 #include "../runtime/matmul.h"
 #include "../runtime/vecdot.h"
 

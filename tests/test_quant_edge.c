@@ -8,7 +8,7 @@
 
 #include "../core/cpu.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 /* Relative rmse bound per type (rmse / rms of the row) on heavy-tailed
  * rows: about 2^-(bits-1) of the type's effective bits, with headroom. */

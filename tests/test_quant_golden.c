@@ -11,7 +11,7 @@
 #include "quant_golden.h"
 
 #include "../core/types.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 
 typedef struct type_case {
     const char *name;

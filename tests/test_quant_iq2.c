@@ -10,10 +10,10 @@
 
 #include "../core/cpu.h"
 #include "../core/types.h"
-#include "../quantize/blocks.h"
-#include "../quantize/codec.h"
-#include "../quantize/iq2_tables.h"
-#include "../quantize/quants.h"
+#include "../codec/blocks.h"
+#include "../codec/codec.h"
+#include "../codec/iq2_tables.h"
+#include "../codec/quants.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static double uniform(void) { return kiln_test_uniform(&rng); }

@@ -17,10 +17,10 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/blocks.h"
-#include "../quantize/codec.h"
-#include "../quantize/quants.h"
-#include "../quantize/search.h"
+#include "../codec/blocks.h"
+#include "../codec/codec.h"
+#include "../codec/quants.h"
+#include "../codec/search.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void) { return (uint32_t)(kiln_test_xorshift64(&rng) >> 32); }

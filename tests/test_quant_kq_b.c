@@ -13,9 +13,9 @@
 #include "quant_golden.h"
 
 #include "../core/types.h"
-#include "../quantize/blocks.h"
-#include "../quantize/kscales.h"
-#include "../quantize/quants.h"
+#include "../codec/blocks.h"
+#include "../codec/kscales.h"
+#include "../codec/quants.h"
 
 typedef void (*ref_fn)(const float *, void *, int64_t);
 typedef size_t (*quant_fn)(const float *, void *, int64_t, int64_t, const float *);

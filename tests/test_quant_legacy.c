@@ -11,9 +11,9 @@
 #include "../core/cpu.h"
 #include "../core/fp16.h"
 #include "../core/types.h"
-#include "../quantize/blocks.h"
-#include "../quantize/codec.h"
-#include "../quantize/quants.h"
+#include "../codec/blocks.h"
+#include "../codec/codec.h"
+#include "../codec/quants.h"
 
 static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
 #define N_LEVELS 3

@@ -7,7 +7,7 @@
 #include "../core/gguf.h"
 #include "../core/types.h"
 #include "../inspect/format.h"
-#include "../quantize/codec.h"
+#include "../codec/codec.h"
 #include "../quantize/policy.h"
 #include "../quantize/quantize_model.h"
 

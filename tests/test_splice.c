@@ -12,8 +12,8 @@
 
 #include "../core/gguf.h"
 #include "../core/types.h"
-#include "../quantize/codec.h"
-#include "../splice/hash.h"
+#include "../codec/codec.h"
+#include "../core/xxh64.h"
 #include "../splice/splice.h"
 
 #include <math.h>

@@ -24,7 +24,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "../convert/testmodel.h"
+#include "../testmodel/testmodel.h"
 #include "../core/fp16.h"
 #include "../core/safetensors.h"
 #include "../core/safetensors_write.h"

@@ -11,7 +11,7 @@
  * differences. The suites without ../shared check load errors. */
 #include "shared.h"
 
-#include "../runtime/tokenizer.h"
+#include "../tokenizer/tokenizer.h"
 
 #include <time.h>
 

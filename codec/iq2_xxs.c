@@ -1,0 +1,492 @@
+/* codec/iq2_xxs.c - the IQ2_XXS codec (2.0625 bits per weight).
+ *
+ * Block layout: quantize/blocks_iq.h. Codebooks: quantize/iq2_tables.h.
+ *
+ * Dequantizing is a table lookup; every product is exact in fp32, so the
+ * AVX2 / AVX-512 paths equal the scalar one (and llama.cpp) trivially.
+ *
+ * Two searches:
+ *
+ * kiln_quantize_iq2_xxs_ggml follows ggml's quantize_row_iq2_xxs_impl step
+ * for step, so its blocks are llama.cpp's byte for byte: per group of 32,
+ * signs are split off (keeping an even count of negatives), 13 candidate
+ * scales each round every 8 magnitudes to the nearest point of the
+ * 3-level lattice and, when that point is not one of the 256 grid entries,
+ * scan its precomputed neighbours for the best weighted fit; the best
+ * scale is then refitted once. The neighbour scan is the hot loop. Its
+ * SIMD versions compare 8 or 16 candidates at once, each lane summing its
+ * 8 terms in the scalar order, so they pick exactly the scalar entry.
+ *
+ * kiln_quantize_iq2_xxs (the codec's default) runs that search and kiln's
+ * full-grid search (iq2_xxs_fit.c) on every row and keeps, block by block,
+ * whichever gives the row the lower imatrix-weighted error without raising
+ * its plain error above ggml's. So it is never worse than llama.cpp on
+ * either measure, row by row, and usually 5-15% better. */
+#include "blocks.h"
+#include "iq2_tables.h"
+#include "iq2_xxs_fit.h"
+#include "quants.h"
+#include "search.h"
+
+#include "../core/cpu.h"
+#include "../core/fp16.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dequantization ---------------------------------------------------- */
+
+static void dequant_scalar(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = kiln_fp16_to_fp32(x[b].d);
+        for (int g = 0; g < KILN_QK_K / 32; g++) {
+            uint32_t w[2];
+            memcpy(w, x[b].qs + 4 * g, 8);
+            const float db = d * (0.5f + (float)(w[1] >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++) {
+                const uint64_t grid = kiln_iq2xxs_grid[(w[0] >> 8 * l) & 255];
+                const uint8_t signs = kiln_iq2_signs[(w[1] >> 7 * l) & 127];
+                for (int j = 0; j < 8; j++)
+                    y[j] = db * (float)(uint8_t)(grid >> 8 * j) * (signs >> j & 1 ? -1.f : 1.f);
+                y += 8;
+            }
+        }
+    }
+}
+
+#ifdef KILN_X86
+KILN_AVX2 static void dequant_avx2(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = kiln_fp16_to_fp32(x[b].d);
+        for (int g = 0; g < KILN_QK_K / 32; g++) {
+            uint32_t w[2];
+            memcpy(w, x[b].qs + 4 * g, 8);
+            const __m256 db = _mm256_set1_ps(d * (0.5f + (float)(w[1] >> 28)) * 0.25f);
+            for (int l = 0; l < 4; l++) {
+                __m128i g8 = _mm_cvtsi64_si128((long long)kiln_iq2xxs_grid[(w[0] >> 8 * l) & 255]);
+                __m256 v = _mm256_mul_ps(db, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g8)));
+                __m256i s = _mm256_set1_epi32(kiln_iq2_signs[(w[1] >> 7 * l) & 127]);
+                __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(s, bit), bit);
+                /* x * -1.f is exactly a flip of the sign bit */
+                v = _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(neg, 31)));
+                _mm256_storeu_ps(y, v);
+                y += 8;
+            }
+        }
+    }
+}
+
+KILN_AVX512 static void dequant_avx512(const kiln_block_iq2_xxs *x, float *y, int64_t nb) {
+    const __m512 minus0 = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = kiln_fp16_to_fp32(x[b].d);
+        for (int g = 0; g < KILN_QK_K / 32; g++) {
+            uint32_t w[2];
+            memcpy(w, x[b].qs + 4 * g, 8);
+            const __m512 db = _mm512_set1_ps(d * (0.5f + (float)(w[1] >> 28)) * 0.25f);
+            for (int l = 0; l < 4; l += 2) {
+                __m128i g16 = _mm_set_epi64x((long long)kiln_iq2xxs_grid[(w[0] >> 8 * (l + 1)) & 255],
+                                             (long long)kiln_iq2xxs_grid[(w[0] >> 8 * l) & 255]);
+                __m512 v = _mm512_mul_ps(db, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(g16)));
+                __mmask16 neg = (__mmask16)(kiln_iq2_signs[(w[1] >> 7 * l) & 127] |
+                                            kiln_iq2_signs[(w[1] >> 7 * (l + 1)) & 127] << 8);
+                v = _mm512_mask_xor_ps(v, neg, v, minus0);
+                _mm512_storeu_ps(y, v);
+                y += 16;
+            }
+        }
+    }
+}
+#endif
+
+void kiln_dequantize_row_iq2_xxs(const void *src, float *dst, int64_t n) {
+    KILN_SIMD_PICK(dequant)(src, dst, n / KILN_QK_K);
+}
+
+/* ---- neighbour scan ----------------------------------------------------- */
+
+/* Returns the grid index of the list entry minimising
+ *   sum_i w[i] * (scale * q_i - x[i])^2
+ * (first entry on ties, as ggml's strict '<' scan), summed in i order. A
+ * list where every distance overflows yields its first entry. */
+typedef int (*nbr_fn)(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
+                      const float *w, float scale);
+
+static int nbr_scalar(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
+                      const float *w, float scale) {
+    const uint8_t *q = s->q + 8 * (size_t)li->start;
+    float best = FLT_MAX;
+    int bj = 0;
+    for (int j = 0; j < li->n; j++) {
+        float d2 = 0;
+        for (int i = 0; i < 8; i++) {
+            float diff = scale * (float)q[i * li->npad + j] - x[i];
+            d2 += w[i] * diff * diff;
+        }
+        if (d2 < best) {
+            best = d2;
+            bj = j;
+        }
+    }
+    return s->idx[li->start + bj];
+}
+
+#ifdef KILN_X86
+/* nbr_scalar's d2 for the list entries j.. in the lanes of d2 (vector type
+ * V, intrinsics prefix P; LOAD reads one level of as many entries), summed
+ * in the scalar order. Both SIMD widths share it; they differ in how a
+ * lane keeps its minimum and how the lanes are merged. */
+#define NBR_D2(V, P, LOAD, d2)                                                                \
+    V d2 = P##_setzero_ps();                                                                  \
+    for (int i = 0; i < 8; i++) {                                                             \
+        V qf = P##_cvtepi32_ps(P##_cvtepu8_epi32(LOAD((const __m128i *)(q + i * li->npad + j)))); \
+        V diff = P##_sub_ps(P##_mul_ps(sc, qf), P##_set1_ps(x[i]));                           \
+        d2 = P##_add_ps(d2, P##_mul_ps(P##_mul_ps(P##_set1_ps(w[i]), diff), diff));           \
+    }
+
+KILN_AVX2 static int
+nbr_avx2(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
+         float scale) {
+    const uint8_t *q = s->q + 8 * (size_t)li->start;
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 best = _mm256_set1_ps(FLT_MAX);
+    __m256i bidx = _mm256_setzero_si256();
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i n = _mm256_set1_epi32(li->n);
+    for (int j = 0; j < li->n; j += 8) {
+        NBR_D2(__m256, _mm256, _mm_loadl_epi64, d2)
+        __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+        lt = _mm256_and_ps(lt, _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane)));
+        best = _mm256_blendv_ps(best, d2, lt);
+        bidx = _mm256_blendv_epi8(bidx, lane, _mm256_castps_si256(lt));
+        lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+    }
+    float bv[8];
+    int32_t bi[8];
+    _mm256_storeu_ps(bv, best);
+    _mm256_storeu_si256((__m256i *)bi, bidx);
+    float m = bv[0];
+    int bj = bi[0];
+    for (int k = 1; k < 8; k++)
+        if (bv[k] < m || (bv[k] == m && bi[k] < bj)) {
+            m = bv[k];
+            bj = bi[k];
+        }
+    return s->idx[li->start + bj];
+}
+
+KILN_AVX512 static int
+nbr_avx512(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
+           float scale) {
+    const uint8_t *q = s->q + 8 * (size_t)li->start;
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 best = _mm512_set1_ps(FLT_MAX);
+    __m512i bidx = _mm512_setzero_si512();
+    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i n = _mm512_set1_epi32(li->n);
+    for (int j = 0; j < li->n; j += 16) {
+        NBR_D2(__m512, _mm512, _mm_loadu_si128, d2)
+        __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ) & _mm512_cmpgt_epi32_mask(n, lane);
+        best = _mm512_mask_mov_ps(best, lt, d2);
+        bidx = _mm512_mask_mov_epi32(bidx, lt, lane);
+        lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
+    }
+    float m = _mm512_reduce_min_ps(best);
+    __mmask16 at = _mm512_cmp_ps_mask(best, _mm512_set1_ps(m), _CMP_EQ_OQ);
+    int bj = _mm512_mask_reduce_min_epi32(at, bidx);
+    if (!at) bj = 0; /* every lane NaN: cannot happen with finite distances */
+    return s->idx[li->start + bj];
+}
+#endif
+
+/* ---- the ggml-compatible search ----------------------------------------- */
+
+typedef struct search_ctx {
+    const kiln_iq2xxs_search *s;
+    nbr_fn nbr;
+} search_ctx;
+
+/* Rounds 8 magnitudes at inverse scale `id` to lattice levels 0..2 and, if
+ * that point is off the grid, moves to its best neighbour at `scale`.
+ * Writes the levels to L and returns the grid index. */
+static int to_grid(const search_ctx *c, const float *xval, const float *waux, float id,
+                   float scale, int8_t *L) {
+    uint32_t key = 0;
+    for (int i = 0; i < 8; i++) {
+        int l = kiln_nearest_int(0.5f * (id * xval[i] - 1));
+        l = l < 0 ? 0 : l > 2 ? 2 : l;
+        L[i] = (int8_t)l;
+        key |= (uint32_t)l << 2 * i;
+    }
+    int g = c->s->map[key];
+    if (g < 0) {
+        g = c->nbr(c->s, &c->s->lists[-g - 1], xval, waux, scale);
+        uint64_t p = kiln_iq2xxs_grid_odd[g];
+        for (int i = 0; i < 8; i++) L[i] = (int8_t)((((p >> 8 * i) & 0xff) - 1) / 2);
+    }
+    return g;
+}
+
+/* Weighted fit of xval by scale * (2L+1): sums in ggml's order. */
+static void lattice_sums(const float *xval, const float *weight, const int8_t *L, float *sumqx,
+                     float *sumq2) {
+    float sx = 0, s2 = 0;
+    for (int i = 0; i < 32; i++) {
+        float w = weight[i];
+        float q = (float)(2 * L[i] + 1);
+        sx += w * xval[i] * q;
+        s2 += w * q * q;
+    }
+    *sumqx = sx;
+    *sumq2 = s2;
+}
+
+/* One group of 32: chooses grid points (written to gidx[4]) and returns the
+ * group's scale (>= 0), flipping `signs` if the fit came out negative and
+ * clearing them when the group is stored as zero. */
+static float search_group(const search_ctx *c, const float *xval, const float *weight,
+                          const float *waux, uint8_t gidx[4], uint8_t signs[4]) {
+    int8_t L[32], Laux[32];
+    uint8_t Lqp[32];
+    float max = xval[0];
+    for (int i = 1; i < 32; i++) max = max > xval[i] ? max : xval[i];
+    if (max < KILN_GROUP_MAX_EPS) { /* ggml leaves such a group all zero bits */
+        memset(gidx, 0, 4);
+        memset(signs, 0, 4);
+        return 0;
+    }
+    float scale = kiln_make_qp_quants(32, 4, xval, Lqp, weight);
+    float eff_max = scale * 3;
+    float best = 0;
+    int have = 0; /* L holds grid points */
+    for (int is = -6; is <= 6; ++is) {
+        float id = (5 + is * 0.1f) / eff_max;
+        float this_scale = 1 / id;
+        for (int k = 0; k < 4; k++) to_grid(c, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
+        float sumqx, sumq2;
+        lattice_sums(xval, weight, Laux, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+            have = 1;
+        }
+    }
+    if (scale > 0) {
+        float id = 1 / scale;
+        for (int k = 0; k < 4; k++) gidx[k] = (uint8_t)to_grid(c, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
+        float sumqx, sumq2;
+        lattice_sums(xval, weight, L, &sumqx, &sumq2);
+        if (sumq2 > 0) scale = sumqx / sumq2;
+        have = 1;
+    } else if (have) {
+        for (int k = 0; k < 4; k++) {
+            uint32_t key = 0;
+            for (int i = 0; i < 8; i++) key |= (uint32_t)L[8 * k + i] << 2 * i;
+            gidx[k] = (uint8_t)c->s->map[key];
+        }
+    }
+    if (!have || isnan(scale)) {
+        /* ggml aborts here (all weights zero): an empty group is kinder. */
+        memset(gidx, 0, 4);
+        memset(signs, 0, 4);
+        return 0;
+    }
+    if (scale < 0) {
+        scale = -scale;
+        for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+    }
+    return scale;
+}
+
+/* Splits a group's signs off: xval = |x|, except that a group of 8 with an
+ * odd count of negatives keeps its least important weight negative (only
+ * 7 sign bits are stored; the eighth is implied by parity). */
+static void split_signs(const float *xb, const float *weight, float *xval, uint8_t signs[4]) {
+    for (int k = 0; k < 4; k++) {
+        int nflip = 0;
+        uint8_t s = 0;
+        for (int i = 0; i < 8; i++) {
+            float v = xb[8 * k + i];
+            if (v >= 0) {
+                xval[8 * k + i] = v;
+            } else {
+                xval[8 * k + i] = -v;
+                ++nflip;
+                s |= (uint8_t)(1 << i);
+            }
+        }
+        if (nflip % 2) {
+            int imin = 0;
+            float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
+            for (int i = 1; i < 8; i++) {
+                float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if (ax < min) {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            xval[8 * k + imin] = -xval[8 * k + imin];
+            s ^= (uint8_t)(1 << imin);
+        }
+        signs[k] = s & 127;
+    }
+}
+
+/* One block (a kiln_block_quantizer; ctx is the search_ctx). */
+static void quantize_block(const float *xbl, const float *qw, void *dst, const void *ctx) {
+    const search_ctx *c = ctx;
+    kiln_block_iq2_xxs *y = dst;
+    float scales[KILN_QK_K / 32];
+    uint32_t q2[KILN_QK_K / 16];
+    float weight[32], waux[32], xval[32];
+    memset(q2, 0, sizeof q2);
+
+    float sumx2 = 0;
+    for (int i = 0; i < KILN_QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    const float sigma2 = sumx2 / KILN_QK_K;
+    float max_scale = 0;
+    for (int ib = 0; ib < KILN_QK_K / 32; ib++) {
+        const float *xb = xbl + 32 * ib;
+        kiln_importance_weights(32, xb, qw ? qw + 32 * ib : NULL, sigma2, weight);
+        for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
+        uint8_t signs[4], gidx[4];
+        split_signs(xb, weight, xval, signs);
+        float scale = search_group(c, xval, weight, waux, gidx, signs);
+        for (int k = 0; k < 4; k++) {
+            q2[2 * ib] |= (uint32_t)gidx[k] << 8 * k;
+            q2[2 * ib + 1] |= (uint32_t)signs[k] << 7 * k;
+        }
+        scales[ib] = scale;
+        max_scale = max_scale > scale ? max_scale : scale;
+    }
+    if (!max_scale) {
+        memset(y, 0, sizeof *y);
+        return;
+    }
+    float d = max_scale / 31;
+    y->d = kiln_fp32_to_fp16(d);
+    float id = 1 / d;
+    for (int ib = 0; ib < KILN_QK_K / 32; ib++) {
+        int l = kiln_nearest_int(0.5f * (id * scales[ib] - 1));
+        l = l < 0 ? 0 : l > 15 ? 15 : l;
+        q2[2 * ib + 1] |= (uint32_t)l << 28;
+    }
+    memcpy(y->qs, q2, sizeof q2);
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+/* llama.cpp's blocks (see quants.h for the arguments). Returns the bytes
+ * written, or 0 with dst zeroed if the neighbour map could not be built
+ * (out of memory). imatrix NULL means unit weights. */
+size_t kiln_quantize_iq2_xxs_ggml(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                  const float *imatrix) {
+    search_ctx c = {kiln_iq2xxs_search_tables(), KILN_SIMD_PICK(nbr)};
+    if (!c.s) { /* out of memory building the map: nothing sensible to write */
+        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq2_xxs));
+        return 0;
+    }
+    return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
+                                sizeof(kiln_block_iq2_xxs), quantize_block, &c);
+}
+
+/* ggml has no reference quantizer for IQ2_XXS (it requires weights); the
+ * ggml-compatible search with unit weights is the natural stand-in. */
+void kiln_quantize_row_iq2_xxs_ref(const float *src, void *dst, int64_t n) {
+    kiln_quantize_iq2_xxs_ggml(src, dst, 1, n, NULL);
+}
+
+/* kiln's search minimizes sum (imatrix/mean(imatrix) + FIT_ALPHA) * err^2:
+ * mostly the imatrix-weighted error, plus enough of the plain error that
+ * columns the calibration text barely touched are not given up entirely. */
+#define FIT_ALPHA 0.1f
+
+typedef struct row_errs {
+    double r, w; /* sum err^2, sum imatrix * err^2 */
+} row_errs;
+
+static row_errs block_errs(const kiln_block_iq2_xxs *b, const float *x, const float *qw) {
+    float y[KILN_QK_K];
+    kiln_dequantize_row_iq2_xxs(b, y, KILN_QK_K);
+    row_errs e = {0, 0};
+    for (int i = 0; i < KILN_QK_K; i++) {
+        double d = (double)x[i] - y[i];
+        e.r += d * d;
+        e.w += (qw ? qw[i] : 1.0) * d * d;
+    }
+    /* ggml's fp16 d overflows once |x| nears 1e7; such a block loses. */
+    if (!isfinite(e.r) || !isfinite(e.w)) e.r = e.w = INFINITY;
+    return e;
+}
+
+/* Chooses per block between ggml's encoding (a) and kiln's (b) so that the
+ * row's imatrix-weighted error is least while its plain error stays within
+ * ggml's; writes 1 to pick[] for kiln's. Both sums are then no worse than
+ * llama.cpp's, row by row, hence for the whole tensor. Lagrangian sweep:
+ * a block takes b when w_b + lambda r_b < w_a + lambda r_a. */
+static void choose_blocks(const row_errs *ea, const row_errs *eb, int64_t nb, uint8_t *pick,
+                          uint8_t *scratch) {
+    double ra = 0, wa = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        ra += ea[b].r;
+        wa += ea[b].w;
+        pick[b] = 0;
+    }
+    double best_w = wa, unit = ra > 0 ? wa / ra : 1;
+    for (int li = -1; li < 48; li++) {
+        double lambda = li < 0 ? 0 : unit * pow(2.0, (li - 24) * 0.5);
+        double sr = 0, sw = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            scratch[b] = eb[b].w + lambda * eb[b].r < ea[b].w + lambda * ea[b].r;
+            sr += scratch[b] ? eb[b].r : ea[b].r;
+            sw += scratch[b] ? eb[b].w : ea[b].w;
+        }
+        if (sr <= ra && sw < best_w) {
+            best_w = sw;
+            memcpy(pick, scratch, (size_t)nb);
+        }
+    }
+}
+
+size_t kiln_quantize_iq2_xxs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                             const float *imatrix) {
+    int64_t nb = n_per_row / KILN_QK_K;
+    kiln_block_iq2_xxs *y = dst;
+    kiln_iq2xxs_fit *fit = kiln_iq2xxs_fit_new();
+    kiln_block_iq2_xxs *alt = malloc((size_t)nb * sizeof *alt);
+    row_errs *errs = malloc((size_t)nb * 2 * sizeof *errs);
+    uint8_t *pick = malloc((size_t)nb * 2);
+    float *w = malloc((size_t)n_per_row * sizeof *w);
+    /* Without memory for kiln's search, ggml's alone is still correct. */
+    size_t bytes = kiln_quantize_iq2_xxs_ggml(src, dst, nrows, n_per_row, imatrix);
+    if (fit && alt && errs && pick && w && bytes) {
+        double mean = 0;
+        for (int64_t i = 0; i < n_per_row; i++) mean += imatrix ? imatrix[i] : 1.0;
+        mean /= (double)n_per_row;
+        float inv = mean > 0 && isfinite(mean) ? (float)(1 / mean) : 1.0f;
+        for (int64_t i = 0; i < n_per_row; i++) w[i] = (imatrix ? imatrix[i] : 1.0f) * inv + FIT_ALPHA;
+        for (int64_t r = 0; r < nrows; r++) {
+            const float *x = src + r * n_per_row;
+            kiln_block_iq2_xxs *yr = y + r * nb;
+            for (int64_t b = 0; b < nb; b++) {
+                const float *xb = x + b * KILN_QK_K, *qb = imatrix ? imatrix + b * KILN_QK_K : NULL;
+                kiln_iq2xxs_fit_block(fit, xb, w + b * KILN_QK_K, &alt[b]);
+                errs[b] = block_errs(&yr[b], xb, qb);
+                errs[nb + b] = block_errs(&alt[b], xb, qb);
+            }
+            choose_blocks(errs, errs + nb, nb, pick, pick + nb);
+            for (int64_t b = 0; b < nb; b++)
+                if (pick[b]) yr[b] = alt[b];
+        }
+    }
+    kiln_iq2xxs_fit_free(fit);
+    free(alt);
+    free(errs);
+    free(pick);
+    free(w);
+    return bytes;
+}

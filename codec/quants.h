@@ -1,0 +1,96 @@
+/* codec/quants.h - prototypes of every codec's entry points, and the
+ * plumbing every codec file would otherwise write again: the loop over
+ * rows and blocks, the instruction sets of the SIMD variants, and the pick
+ * of the variant to run.
+ *
+ * One block of three prototypes per format, in ggml's naming scheme (see
+ * codec.h). The block structs and their byte diagrams live in blocks.h; the
+ * scale searches the codecs share live in search.h. */
+#ifndef KILN_QUANTS_H
+#define KILN_QUANTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/cpu.h"
+
+#define KILN_QUANT_FNS(x)                                                           \
+    void kiln_dequantize_row_##x(const void *src, float *dst, int64_t n);           \
+    void kiln_quantize_row_##x##_ref(const float *src, void *dst, int64_t n);       \
+    size_t kiln_quantize_##x(const float *src, void *dst, int64_t nrows,           \
+                             int64_t n_per_row, const float *imatrix);
+
+void kiln_dequantize_row_f32(const void *src, float *dst, int64_t n);
+void kiln_dequantize_row_f16(const void *src, float *dst, int64_t n);
+void kiln_dequantize_row_bf16(const void *src, float *dst, int64_t n);
+size_t kiln_quantize_f32(const float *, void *, int64_t, int64_t, const float *);
+size_t kiln_quantize_f16(const float *, void *, int64_t, int64_t, const float *);
+size_t kiln_quantize_bf16(const float *, void *, int64_t, int64_t, const float *);
+
+KILN_QUANT_FNS(q8_0)
+KILN_QUANT_FNS(q4_0)
+KILN_QUANT_FNS(q5_0)
+KILN_QUANT_FNS(iq4_nl)
+KILN_QUANT_FNS(q2_k)
+KILN_QUANT_FNS(q3_k)
+KILN_QUANT_FNS(q4_k)
+KILN_QUANT_FNS(q5_k)
+KILN_QUANT_FNS(q6_k)
+KILN_QUANT_FNS(q8_k)
+KILN_QUANT_FNS(iq2_xxs)
+size_t kiln_quantize_iq2_xxs_ggml(const float *, void *, int64_t, int64_t, const float *); /* llama.cpp's bytes */
+
+/* kiln's own Q2_K imatrix search (q2_k.c): ggml's blocks, each replaced
+ * when a finer search lowers its imatrix-weighted error. Not in the codec
+ * table (its bytes are not llama.cpp's); without an imatrix it is
+ * kiln_quantize_q2_k. Returns the bytes written. */
+size_t kiln_quantize_q2_k_refined(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                  const float *imatrix);
+
+/* Quantizes one block: x its weights, qw its slice of the imatrix (NULL
+ * without one), y the block to write, ctx whatever the codec passed to
+ * kiln_quantize_blocks. */
+typedef void (*kiln_block_quantizer)(const float *x, const float *qw, void *y, const void *ctx);
+
+/* Quantizes nrows rows of n_per_row weights (a multiple of block_weights)
+ * block by block, in order, into consecutive blocks of block_bytes each;
+ * block i of a row gets imatrix + i * block_weights, or NULL when imatrix is
+ * NULL. Returns the bytes written. A row reference quantizer is the call
+ * with nrows = 1 and no imatrix. Inline, so that each codec's call compiles
+ * to its own loop with a direct call of its block function, which the
+ * compiler may then inline. */
+static inline size_t kiln_quantize_blocks(const float *src, void *dst, int64_t nrows,
+                                          int64_t n_per_row, const float *imatrix,
+                                          int block_weights, size_t block_bytes,
+                                          kiln_block_quantizer quantize_block, const void *ctx) {
+    int64_t nb = n_per_row / block_weights;
+    uint8_t *y = (uint8_t *)dst;
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t i = 0; i < nb; i++, src += block_weights, y += block_bytes)
+            quantize_block(src, imatrix ? imatrix + i * block_weights : NULL, y, ctx);
+    return (size_t)(nrows * nb) * block_bytes;
+}
+
+/* The instruction sets the AVX2 and AVX-512 variants of a kernel are
+ * compiled for: what kiln_simd() checks before it reports each level. The
+ * AVX-512 set includes the AVX2 one so that AVX2 helpers inline into it. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_X86 1
+#define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#endif
+
+/* The variant of kernel `name` for the SIMD level kiln_simd() allows:
+ * name_avx512, name_avx2 or name_scalar (all with the same signature).
+ * Off x86 only name_scalar has to exist. */
+#ifdef KILN_X86
+#define KILN_SIMD_PICK(name)                                                                   \
+    (kiln_simd() >= KILN_SIMD_AVX512 ? name##_avx512                                          \
+     : kiln_simd() >= KILN_SIMD_AVX2 ? name##_avx2                                            \
+                                     : name##_scalar)
+#else
+#define KILN_SIMD_PICK(name) (name##_scalar)
+#endif
+
+#endif

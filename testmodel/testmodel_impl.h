@@ -1,0 +1,41 @@
+/* testmodel/testmodel_impl.h - what the synthetic model generator's files
+ * share, and nothing else includes: testmodel.c (architectures, plan,
+ * config.json, the directory), testmodel_weights.c (values, safetensors)
+ * and testmodel_tok.c (tokenizers). Callers use testmodel.h. */
+#ifndef KILN_TESTMODEL_IMPL_H
+#define KILN_TESTMODEL_IMPL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "testmodel.h"
+
+/* The tokenizer an architecture ships with. */
+enum kiln_tm_tok { KILN_TM_TOK_SPM, KILN_TM_TOK_QWEN, KILN_TM_TOK_GPT2 };
+int kiln_tm_tok_kind(kiln_tm_arch a);
+
+/* FNV-1a: seeds tensors by name, hashes vocabulary pieces. */
+static inline uint64_t kiln_tm_fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Writes dir/name atomically as json_dumps(root, flags) plus a newline,
+ * save_pretrained style. Steals `root` (NULL allowed: an error). Returns 0
+ * or -1. */
+int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err);
+
+/* testmodel_weights.c: declares the plan's tensors, then generates and
+ * streams them into dir/model.safetensors (or shards); fills sum. */
+int kiln_tm_write_weights(const kiln_tm_config *c, const char *dir, const kiln_tm_tensor *t, size_t n,
+                          const kiln_tm_opts *o, kiln_tm_summary *sum, kiln_err *err);
+
+/* testmodel_tok.c: the special token ids config.json names, and the
+ * tokenizer files (tokenizer.model or tokenizer.json + vocab.json +
+ * merges.txt, tokenizer_config.json, special_tokens_map.json). */
+void kiln_tm_bos_eos(const kiln_tm_config *c, int *bos, int *eos);
+int kiln_tm_write_tokenizer(const kiln_tm_config *c, const char *dir, kiln_err *err);
+
+#endif

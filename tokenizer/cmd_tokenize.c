@@ -1,0 +1,173 @@
+/* tokenizer/cmd_tokenize.c - `kiln tokenize MODEL -p TEXT | -f FILE`: the CLI
+ * over tokenizer.h. Prints the ids llama.cpp's llama_tokenize would give,
+ * one `ID 'PIECE'` line per token, just the ids, or JSON. */
+#include "../cli/cli.h"
+#include "../core/fileio.h"
+#include "tokenizer.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: kiln tokenize MODEL (-p TEXT | -f FILE) [options]\n"
+    "\n"
+    "Tokenizes TEXT with the vocabulary of the GGUF file MODEL, giving the ids\n"
+    "llama.cpp's llama_tokenize gives, and prints one token per line as\n"
+    "ID 'PIECE' (control bytes and invalid UTF-8 in PIECE are \\-escaped).\n"
+    "\n"
+    "  -p, --prompt TEXT    the text to tokenize\n"
+    "  -f, --file FILE      read the text from FILE ('-' for standard input)\n"
+    "      --ids            print only the ids, space-separated on one line\n"
+    "      --no-bos         add no BOS/EOS token (by default they are added as\n"
+    "                       the vocabulary's add_bos/add_eos flags say)\n"
+    "      --no-parse-special\n"
+    "                       treat special-token text such as \"<s>\" as plain text\n"
+    "      --json           print a JSON array of {\"id\", \"piece\"} objects (of ids\n"
+    "                       with --ids)\n"
+    "  -h, --help           this help\n";
+
+/* Length of the well-formed UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_ok(const unsigned char *p, size_t n) {
+    if (p[0] < 0x80) return 1;
+    size_t len = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 && p[0] < 0xE0 ? 2 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    uint32_t cp = len == 2 ? ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu)
+                : len == 3 ? ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu)
+                           : ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return len;
+}
+
+/* The piece quoted on one line: C escapes for quotes, backslashes, control
+ * bytes and bytes that are not UTF-8. */
+static void print_piece(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    putchar('\'');
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_ok(p + i, n - i);
+        unsigned c = p[i];
+        if (l > 1) fwrite(p + i, 1, l, stdout);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '\\' || c == '\'') printf("\\%c", c);
+        else if (l == 1 && c >= 0x20 && c != 0x7F) putchar((int)c);
+        else printf("\\x%02x", c);
+        i += l ? l : 1;
+    }
+    putchar('\'');
+}
+
+/* JSON strings must be UTF-8: bytes that are not become U+FFFD. */
+static json_t *json_piece(const char *s, size_t n) {
+    char *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_ok((const unsigned char *)s + i, n - i);
+        if (l) {
+            memcpy(o + k, s + i, l);
+            k += l;
+            i += l;
+        } else {
+            memcpy(o + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+            i++;
+        }
+    }
+    json_t *j = json_stringn(o, k);
+    free(o);
+    return j;
+}
+
+static int print_json(const kiln_tokenizer *t, const int32_t *ids, size_t n, bool ids_only) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *item;
+        if (ids_only) {
+            item = json_integer(ids[i]);
+        } else {
+            size_t len;
+            const char *piece = kiln_token_piece(t, ids[i], &len);
+            item = json_pack("{s:i, s:o?}", "id", (int)ids[i], "piece", json_piece(piece, len));
+        }
+        if (!item || json_array_append_new(a, item) < 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    if (!a) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return KILN_EXIT_FAIL;
+    }
+    json_dumpf(a, stdout, JSON_COMPACT);
+    putchar('\n');
+    json_decref(a);
+    return KILN_EXIT_OK;
+}
+
+int kiln_cmd_tokenize(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"prompt", required_argument, 0, 'p'}, {"file", required_argument, 0, 'f'},
+        {"ids", no_argument, 0, 'i'},          {"no-bos", no_argument, 0, 'b'},
+        {"no-parse-special", no_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+    };
+    const char *prompt = NULL, *file = NULL;
+    bool ids_only = false, add_special = true, parse_special = true, as_json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "p:f:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': prompt = optarg; break;
+        case 'f': file = optarg; break;
+        case 'i': ids_only = true; break;
+        case 'b': add_special = false; break;
+        case 's': parse_special = false; break;
+        case 'j': as_json = true; break;
+        case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
+        default: return kiln_cli_usage_error("tokenize", "unknown option");
+        }
+    }
+    if (optind != argc - 1) return kiln_cli_usage_error("tokenize", "expects exactly one MODEL");
+    if (!prompt == !file) return kiln_cli_usage_error("tokenize", "give the text with either -p or -f");
+
+    kiln_err err = {{0}};
+    size_t len = prompt ? strlen(prompt) : 0;
+    char *text = file ? kiln_read_text(file, &len, &err) : NULL;
+    if (file && !text) return kiln_cli_fail(&err);
+    kiln_gguf *g = kiln_gguf_open(argv[optind], &err);
+    kiln_tokenizer *t = g ? kiln_tokenizer_load(g, &err) : NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = KILN_EXIT_OK;
+    if (!t || kiln_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n, &err) < 0) {
+        rc = kiln_cli_fail(&err);
+    } else if (as_json) {
+        rc = print_json(t, ids, n, ids_only);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (ids_only) {
+                printf(i + 1 < n ? "%d " : "%d", ids[i]);
+                continue;
+            }
+            size_t plen;
+            const char *piece = kiln_token_piece(t, ids[i], &plen);
+            printf("%d ", ids[i]);
+            print_piece(piece, plen);
+            putchar('\n');
+        }
+        if (ids_only) putchar('\n');
+    }
+    free(ids);
+    free(text);
+    kiln_tokenizer_free(t);
+    kiln_gguf_close(g);
+    return rc;
+}
