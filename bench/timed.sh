@@ -1,14 +1,19 @@
 # bench/timed.sh - sourced by the benchmark scripts: `timed CMD...` runs
-# CMD once and prints "SECONDS MAXRSS_KIB" (wall time, peak RSS of the
-# child); it fails when CMD fails. `least A B` prints the smaller number.
+# CMD once and prints "SECONDS MAXRSS_KIB" (wall time from date's
+# nanoseconds, peak RSS of the child and what it waited for, from GNU time,
+# Debian package `time`); it fails when CMD fails. `least A B` prints the
+# smaller number.
 timed() {
-    python3 -c '
-import resource, subprocess, sys, time
-t = time.monotonic()
-rc = subprocess.run(sys.argv[1:]).returncode
-dt = time.monotonic() - t
-print("%.6f %d" % (dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(rc)' "$@"
+    _tf=$(mktemp) || return 1
+    _t0=$(date +%s.%N)
+    /usr/bin/time -f %M -o "$_tf" "$@"
+    _rc=$?
+    _t1=$(date +%s.%N)
+    # GNU time writes "Command exited with non-zero status N" first on failure
+    _rss=$(tail -n 1 "$_tf")
+    rm -f "$_tf"
+    awk -v a="$_t0" -v b="$_t1" -v r="$_rss" 'BEGIN { printf "%.6f %d\n", b - a, r }'
+    return $_rc
 }
 
 least() {

@@ -14,10 +14,12 @@ static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
     [KILN_F32] = {KILN_F32, kiln_dequantize_row_f32, kiln_quantize_f32, false},
     [KILN_F16] = {KILN_F16, kiln_dequantize_row_f16, kiln_quantize_f16, false},
     [KILN_BF16] = {KILN_BF16, kiln_dequantize_row_bf16, kiln_quantize_bf16, false},
-    /* @codecs-legacy: Q8_0 Q4_0 Q5_0 IQ4_NL */
+    /* @codecs-legacy: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL */
     [KILN_Q8_0] = {KILN_Q8_0, kiln_dequantize_row_q8_0, kiln_quantize_q8_0, false},
     [KILN_Q4_0] = {KILN_Q4_0, kiln_dequantize_row_q4_0, kiln_quantize_q4_0, false},
     [KILN_Q5_0] = {KILN_Q5_0, kiln_dequantize_row_q5_0, kiln_quantize_q5_0, false},
+    [KILN_Q4_1] = {KILN_Q4_1, kiln_dequantize_row_q4_1, kiln_quantize_q4_1, false},
+    [KILN_Q5_1] = {KILN_Q5_1, kiln_dequantize_row_q5_1, kiln_quantize_q5_1, false},
     [KILN_IQ4_NL] = {KILN_IQ4_NL, kiln_dequantize_row_iq4_nl, kiln_quantize_iq4_nl, false},
     /* @codecs-kquants: Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K */
     [KILN_Q2_K] = {KILN_Q2_K, kiln_dequantize_row_q2_k, kiln_quantize_q2_k, false},

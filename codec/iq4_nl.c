@@ -241,9 +241,9 @@ typedef struct iq4nl_ctx {
  * all-zero block (d = 0) ggml's reference leaves whatever indices its
  * buffer held; kiln writes the index of 0 instead. */
 static void iq4nl_block(const float *x, const float *qw, void *dst, const void *ctx) {
-    const iq4nl_ctx *c = ctx;
-    const iq4nl_kernels *k = &c->k;
-    const int ntry = c->ntry;
+    const iq4nl_ctx *qc = ctx;
+    const iq4nl_kernels *k = &qc->k;
+    const int ntry = qc->ntry;
     const float v0 = kiln_iq4nl_values[0];
     float w[KILN_QK];
     if (qw) {

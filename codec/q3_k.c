@@ -9,7 +9,11 @@
 /* ggml rounds every product before adding it. -std=c11 already forbids
  * fusing them into FMAs, but a build in GNU mode would fuse them inside
  * the AVX-512 functions and change the bytes. */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#else
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 #include "blocks.h"
 #include "quants.h"

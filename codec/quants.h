@@ -30,6 +30,8 @@ size_t kiln_quantize_bf16(const float *, void *, int64_t, int64_t, const float *
 KILN_QUANT_FNS(q8_0)
 KILN_QUANT_FNS(q4_0)
 KILN_QUANT_FNS(q5_0)
+KILN_QUANT_FNS(q4_1)
+KILN_QUANT_FNS(q5_1)
 KILN_QUANT_FNS(iq4_nl)
 KILN_QUANT_FNS(q2_k)
 KILN_QUANT_FNS(q3_k)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../cli/cli.h"
+#include "../core/escape.h"
 #include "../core/progress.h"
 #include "../core/safetensors.h"
 #include "../core/types.h"
@@ -57,7 +58,7 @@ static int dry_run(const char *model, const kiln_convert_opts *o, bool split) {
         kiln_hf_close(m);
         return kiln_cli_fail(&err);
     }
-    printf("%s (%s) -> %s, outtype %s\n", model, kiln_hf_class(m), kiln_hf_arch(m),
+    printf("%s (%s) -> %s, outtype %s\n", model, kiln_esc(kiln_hf_class(m)).s, kiln_esc(kiln_hf_arch(m)).s,
            kiln_outtype_name(o->vocab_only ? o->outtype : kiln_hf_outtype(m)));
     uint64_t n = o->vocab_only ? 0 : kiln_hf_n_tensors(m);
     if (n) printf("%-36s %-6s %-22s %-8s %s\n", "tensor", "type", "shape", "from", "source");
@@ -66,7 +67,8 @@ static int dry_run(const char *model, const kiln_convert_opts *o, bool split) {
         char shape[96];
         kiln_hf_tensor_info(m, i, &t);
         fmt_ne(shape, sizeof shape, &t);
-        printf("%-36s %-6s %-22s %-8s %s\n", t.name, kiln_type_name(t.type), shape, t.src_dtype, t.hf_name);
+        printf("%-36s %-6s %-22s %-8s %s\n", kiln_esc(t.name).s, kiln_type_name(t.type), shape, kiln_esc(t.src_dtype).s,
+               kiln_esc(t.hf_name).s);
     }
     printf("%llu tensors, %llu bytes of tensor data; output size %llu bytes (%.2f MiB)%s\n", (unsigned long long)n,
            (unsigned long long)(o->vocab_only ? 0 : kiln_hf_data_bytes(m)), (unsigned long long)size,

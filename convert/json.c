@@ -1,11 +1,72 @@
 /* convert/json.c - JSON helpers for the converter (see json.h). */
 #include "json.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Hugging Face writes integers no int64 holds into many configs (the real
+ * Llama-2 and Llama-3 tokenizer_config.json carry "model_max_length":
+ * 1000000000000000019884624838656), which jansson refuses as "too big
+ * integer". Python reads them as ints and the converter never looks at
+ * most of them, so kiln reads them as floats: this returns a copy of the
+ * text in which every integer literal outside a string that overflows
+ * int64 gets ".0" appended, or NULL when out of memory. */
+static char *reals_for_big_integers(const char *text, size_t len, size_t *out_len) {
+    char *out = malloc(len * 3 / 2 + 16); /* each widened literal has >= 19 digits */
+    if (!out) return NULL;
+    size_t o = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len;) {
+        char c = text[i];
+        if (in_string) {
+            out[o++] = text[i++];
+            if (c == '\\' && i < len) out[o++] = text[i++];
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        if (c != '-' && !isdigit((unsigned char)c)) {
+            out[o++] = text[i++];
+            continue;
+        }
+        size_t start = i, digits = 0;
+        bool integral = true;
+        if (text[i] == '-') i++;
+        for (; i < len && isdigit((unsigned char)text[i]); i++) digits++;
+        for (; i < len && (isdigit((unsigned char)text[i]) || strchr(".eE+-", text[i])); i++) integral = false;
+        memcpy(out + o, text + start, i - start);
+        o += i - start;
+        if (integral && digits >= 19) {
+            char buf[32] = {0};
+            memcpy(buf, text + start, i - start < sizeof buf - 1 ? i - start : sizeof buf - 1);
+            errno = 0;
+            (void)strtoll(buf, NULL, 10);
+            if (digits > 19 || errno == ERANGE) {
+                memcpy(out + o, ".0", 2);
+                o += 2;
+            }
+        }
+    }
+    *out_len = o;
+    return out;
+}
 
 json_t *cv_json_parse(const char *text, size_t len, const char *fname, kiln_err *err) {
     json_error_t jerr;
     json_t *root = json_loadb(text, len, 0, &jerr);
+    if (!root && strstr(jerr.text, "too big")) {
+        size_t wide_len = 0;
+        char *wide = reals_for_big_integers(text, len, &wide_len);
+        if (!wide) {
+            kiln_fail(err, fname, NULL, -1, "out of memory");
+            return NULL;
+        }
+        root = json_loadb(wide, wide_len, 0, &jerr);
+        free(wide);
+    }
     if (!root) {
         char field[64];
         snprintf(field, sizeof field, "line %d column %d", jerr.line, jerr.column);

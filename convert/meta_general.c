@@ -76,10 +76,11 @@ static int sampling_keys(cv_source *src, cv_kv *k) {
     size_t len = 0;
     int got = cv_source_read_all(src, "generation_config.json", &text, &len, k->err);
     if (got <= 0) return got;
-    json_t *gc = json_loadb(text, len, 0, NULL);
+    json_t *gc = cv_json_parse(text, len, "generation_config.json", k->err);
     free(text);
+    if (!gc) return -1;
     int rc = 0;
-    for (size_t i = 0; gc && rc == 0 && i < sizeof S / sizeof S[0]; i++) {
+    for (size_t i = 0; rc == 0 && i < sizeof S / sizeof S[0]; i++) {
         json_t *v = json_object_get(gc, S[i].json);
         int64_t n;
         double d;

@@ -69,15 +69,36 @@ static const char *const LLAMA_CPP_NAMES[] = {
     "kimi-k2", "grok-2", "afmoe", "minimax-m2", "qwen35", "joyai-llm", "kanana2", "tiny_aya", "cohere2moe",
     "glm4", "hybriddna", NULL};
 
+/* A tokenizer's pre-tokenizer steps, each a prefix ("split:", ...) and a
+ * value pointing into the tokenizer JSON, so that a regex of any length is
+ * compared whole. A sequence longer than MAX_STEPS is longer than any known
+ * signature: it is marked unknown, never compared cut short. */
+#define MAX_STEPS 8
+_Static_assert(MAX_STEPS >= sizeof KNOWN[0].steps / sizeof KNOWN[0].steps[0], "a known signature must fit in a sig");
 typedef struct sig {
-    char steps[8][2048];
+    struct {
+        const char *prefix, *value;
+    } steps[MAX_STEPS];
     int n;
-    bool byte_level, unknown;
+    bool byte_level, unknown, too_long;
     char desc[1024];
 } sig;
 
-static void add_step(sig *s, const char *fmt, const char *arg) {
-    if (s->n < 8) snprintf(s->steps[s->n++], sizeof s->steps[0], fmt, arg);
+/* Appends the step PREFIX followed by VALUE. */
+static void add_step(sig *s, const char *prefix, const char *value) {
+    if (s->n == MAX_STEPS) {
+        s->unknown = s->too_long = true;
+        return;
+    }
+    s->steps[s->n].prefix = prefix;
+    s->steps[s->n].value = value;
+    s->n++;
+}
+
+/* True when the known step text equals PREFIX followed by VALUE. */
+static bool same_step(const char *known_step, const char *prefix, const char *value) {
+    size_t np = strlen(prefix);
+    return !strncmp(known_step, prefix, np) && !strcmp(known_step + np, value);
 }
 
 static void describe(sig *s, const char *what) {
@@ -98,21 +119,21 @@ static void one_step(sig *s, json_t *p) {
         const char *beh = cv_json_str(json_object_get(p, "behavior"));
         if (!re && !str) s->unknown = true;
         if ((beh && strcmp(beh, "Isolated")) || cv_json_truthy(json_object_get(p, "invert"))) s->unknown = true;
-        if (re) add_step(s, "split:%s", re);
-        else add_step(s, "string:%s", str ? str : "");
+        if (re) add_step(s, "split:", re);
+        else add_step(s, "string:", str ? str : "");
         char d[160];
         snprintf(d, sizeof d, "Split /%.100s%s/%s", re ? re : str ? str : "", (re && strlen(re) > 100) ? "..." : "",
                  beh && strcmp(beh, "Isolated") ? " (not Isolated)" : "");
         describe(s, d);
     } else if (!strcmp(type, "ByteLevel")) {
         json_t *ur = json_object_get(p, "use_regex");
-        if (!ur || json_is_true(ur)) add_step(s, "%s", GPT2_REGEX);
+        if (!ur || json_is_true(ur)) add_step(s, "", GPT2_REGEX);
         if (cv_json_truthy(json_object_get(p, "add_prefix_space"))) s->unknown = true;
         s->byte_level = true;
         describe(s, (!ur || json_is_true(ur)) ? "ByteLevel(use_regex)" : "ByteLevel");
     } else if (!strcmp(type, "Digits")) {
         bool ind = cv_json_truthy(json_object_get(p, "individual_digits"));
-        add_step(s, "%s", ind ? "digits:individual" : "digits:contiguous");
+        add_step(s, "", ind ? "digits:individual" : "digits:contiguous");
         describe(s, ind ? "Digits(individual)" : "Digits");
     } else {
         s->unknown = true;
@@ -121,7 +142,7 @@ static void one_step(sig *s, json_t *p) {
 }
 
 const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
-    static sig s; /* large; the converter is single-threaded here */
+    sig s;
     memset(&s, 0, sizeof s);
     json_t *pre = json_object_get(tokenizer, "pre_tokenizer");
     const char *type = cv_json_str(json_object_get(pre, "type"));
@@ -136,13 +157,14 @@ const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
     } else {
         one_step(&s, pre);
     }
-    snprintf(desc, cap, "%s", s.desc[0] ? s.desc : "empty");
+    snprintf(desc, cap, "%s%s", s.desc[0] ? s.desc : "empty",
+             s.too_long ? " (more steps than any known pre-tokenizer has)" : "");
     if (s.unknown || !s.byte_level) return NULL;
     for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++) {
         int n = 0;
         while (n < 6 && KNOWN[k].steps[n]) n++;
         bool same = n == s.n;
-        for (int i = 0; same && i < n; i++) same = !strcmp(KNOWN[k].steps[i], s.steps[i]);
+        for (int i = 0; same && i < n; i++) same = same_step(KNOWN[k].steps[i], s.steps[i].prefix, s.steps[i].value);
         if (same) return KNOWN[k].name;
     }
     return NULL;

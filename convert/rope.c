@@ -91,6 +91,13 @@ static double num_or(json_t *obj, const char *key, double dflt) {
     return cv_json_num(json_object_get(obj, key), &v) ? v : dflt;
 }
 
+/* The llama3 factors, each operation rounded to float32 as torch does it
+ * in LlamaModel.generate_extra_tensors: `scalar / tensor` is the tensor's
+ * reciprocal times the scalar, `tensor / scalar` a true division, and a
+ * tensor compared with a Python float is compared with the float rounded
+ * to float32. The base frequencies are base^(2i/dim) correctly rounded;
+ * torch's vectorized pow (SLEEF, 1 ulp) can differ from that in the last
+ * bit, which changes only a factor in the smooth band (see the tests). */
 int cv_rope_freqs(json_t *config, const cv_hp *hp, float **out, int64_t *n, kiln_err *err) {
     *out = NULL;
     *n = 0;
@@ -108,27 +115,28 @@ int cv_rope_freqs(json_t *config, const cv_hp *hp, float **out, int64_t *n, kiln
         json_decref(rp);
         return kiln_fail(err, "config.json", "num_attention_heads", -1, "missing (needed for llama3 rope_freqs)");
     }
-    /* float32 throughout, as the torch code computes it */
-    float base = (float)num_or(p, "rope_theta", 10000.0);
-    float factor = (float)num_or(p, "factor", 8.0);
-    float low = (float)num_or(p, "low_freq_factor", 1.0), high = (float)num_or(p, "high_freq_factor", 4.0);
-    double old_ctx = num_or(config, "original_max_position_embeddings", 8192.0);
-    double low_wavelen = old_ctx / num_or(p, "low_freq_factor", 1.0);
-    double high_wavelen = old_ctx / num_or(p, "high_freq_factor", 4.0);
+    const double base = num_or(p, "rope_theta", 10000.0), factor = num_or(p, "factor", 8.0);
+    const double low = num_or(p, "low_freq_factor", 1.0), high = num_or(p, "high_freq_factor", 4.0);
+    /* mirrored into the rope parameters from the top level by cv_rope_params */
+    const double old_ctx = num_or(p, "original_max_position_embeddings", 8192.0);
     json_decref(rp);
+    const float low_wavelen = (float)(old_ctx / low), high_wavelen = (float)(old_ctx / high);
+    const float two_pi = (float)(2.0 * M_PI), old_f = (float)old_ctx, factor_f = (float)factor;
+    const float low_f = (float)low, band = (float)(high - low);
     int64_t count = (dim + 1) / 2;
     float *f = malloc((size_t)count * sizeof *f);
     if (!f) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
     for (int64_t i = 0; i < count; i++) {
-        float freq = 1.0f / powf(base, (float)(2 * i) / (float)dim);
-        float wavelen = (float)(2 * M_PI) / freq;
+        const float exponent = (float)(2 * i) / (float)dim;
+        const float freq = 1.0f / (float)pow((double)(float)base, (double)exponent);
+        const float wavelen = (1.0f / freq) * two_pi;
         if (wavelen < high_wavelen) {
             f[i] = 1.0f;
         } else if (wavelen > low_wavelen) {
-            f[i] = factor;
+            f[i] = factor_f;
         } else {
-            float smooth = ((float)old_ctx / wavelen - low) / (high - low);
-            f[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+            const float smooth = ((1.0f / wavelen) * old_f - low_f) / band;
+            f[i] = 1.0f / ((1.0f - smooth) / factor_f + smooth);
         }
     }
     *out = f;

@@ -4,8 +4,9 @@
  * "type" accepted for "rope_type".
  *
  * Llama 3's "llama3" scaling is not a metadata key but a rope_freqs
- * tensor of per-dimension factors, computed here in float32 exactly as
- * llama.cpp's LlamaModel does. */
+ * tensor of per-dimension factors, computed here with the float32
+ * roundings of llama.cpp's LlamaModel (torch); tests/test_llama3.c checks
+ * them against torch's own numbers. */
 #ifndef KILN_CONVERT_ROPE_H
 #define KILN_CONVERT_ROPE_H
 

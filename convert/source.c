@@ -1,6 +1,6 @@
 /* convert/source.c - model sources: plain directories and Hugging Face
  * cache folders, and the dispatch to archives (source_archive.c). See
- * source.h for the contract. */
+ * source.h for the contract and for the order of the source files. */
 #include "source.h"
 
 #include <dirent.h>
@@ -20,19 +20,6 @@ typedef struct dir_state {
     int *fds;        /* one per file, opened on first read; -1 until then */
     uint8_t **maps;  /* one per file, mapped on first cv_source_map() */
 } dir_state;
-
-int cv_source_add_file(cv_source *s, const char *name, uint64_t size, kiln_err *err) {
-    cv_file *f = realloc(s->files, (s->n_files + 1) * sizeof *f);
-    if (!f) return kiln_fail(err, s->path, NULL, -1, "out of memory");
-    s->files = f;
-    f = &s->files[s->n_files];
-    memset(f, 0, sizeof *f);
-    f->member = -1;
-    f->size = size;
-    if (!(f->name = strdup(name))) return kiln_fail(err, s->path, NULL, -1, "out of memory");
-    s->n_files++;
-    return 0;
-}
 
 static bool is_dir(const char *p) {
     struct stat st;
@@ -243,12 +230,6 @@ void cv_source_close(cv_source *s) {
     free(s->path);
     free(s->name);
     free(s);
-}
-
-int cv_source_find(const cv_source *s, const char *name) {
-    for (uint32_t i = 0; i < s->n_files; i++)
-        if (!strcmp(s->files[i].name, name)) return (int)i;
-    return -1;
 }
 
 static int dir_fd(cv_source *s, uint32_t file, kiln_err *err) {

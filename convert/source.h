@@ -17,7 +17,15 @@
  *
  * Sources never print. The model name (general.name's fallback) is the
  * directory name, NAME of a cache folder, or the archive's top folder (or
- * its file name without extensions). */
+ * its file name without extensions).
+ *
+ * The files call each other one way only: each calls only files listed
+ * below it (scripts/check_file_circles.sh fails on two files that call
+ * each other):
+ *
+ *   source.c           directories, cache folders; dispatches to archives
+ *     source_archive.c archives through libarchive
+ *       source_list.c  the file list both kinds fill (a leaf) */
 #ifndef KILN_CONVERT_SOURCE_H
 #define KILN_CONVERT_SOURCE_H
 
@@ -51,7 +59,7 @@ typedef struct cv_source {
 cv_source *cv_source_open(const char *path, kiln_err *err);
 void cv_source_close(cv_source *s);
 
-/* Index of the file `name` at the model root, or -1. */
+/* Index of the file `name` at the model root, or -1 (source_list.c). */
 int cv_source_find(const cv_source *s, const char *name);
 
 /* Reads a whole file (at most 1 GiB) into malloc'd memory with a NUL after
@@ -88,7 +96,8 @@ int cv_archive_pread(cv_source *s, uint32_t file, void *dst, uint64_t n, uint64_
 int cv_archive_want_later(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
 void cv_archive_done(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
 
-/* Shared helper: adds a file entry (copies name). 0 or -1. */
+/* Internal: appends a file entry (copies name; size as given, no path,
+ * member -1) to s->files (source_list.c). 0 or -1. */
 int cv_source_add_file(cv_source *s, const char *name, uint64_t size, kiln_err *err);
 
 #endif

@@ -259,8 +259,8 @@ static int load_merges(cv_source *src, json_t *tok, cv_tokens *m, kiln_err *err)
         while (*end && !isspace((unsigned char)*end)) end++;
         if (!*b || *end) continue; /* malformed: not exactly two parts */
         char pair[1024];
-        int n = snprintf(pair, sizeof pair, "%.*s %s", (int)la, a, b);
-        if (n > 0 && (size_t)n < sizeof pair) rc = cv_tokens_set(m, count++, pair, (uint64_t)n, err);
+        int plen = snprintf(pair, sizeof pair, "%.*s %s", (int)la, a, b);
+        if (plen > 0 && (size_t)plen < sizeof pair) rc = cv_tokens_set(m, count++, pair, (uint64_t)plen, err);
     }
     free(text);
     m->n = rc == 0 ? count : m->n;

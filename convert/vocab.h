@@ -9,7 +9,19 @@
  * For byte-level BPE, tokenizer.ggml.pre is chosen from the tokenizer's
  * own pre_tokenizer definition (pre_name.c), or given by the caller.
  * Special tokens, add_bos/add_eos and the chat template follow gguf-py's
- * SpecialVocab (special.c). */
+ * SpecialVocab (special.c).
+ *
+ * The files call each other one way only: each calls only files listed
+ * below it (scripts/check_file_circles.sh fails on two files that call
+ * each other):
+ *
+ *   vocab.c                         tokenizer files, choice of exporter
+ *     vocab_spm.c  vocab_hf.c  vocab_bpe.c   one exporter each
+ *       special.c                   SpecialVocab: ids, flags, merges, template
+ *         tokens.c                  the token list (a leaf)
+ *       spm.c                       tokenizer.model reader (vocab_spm.c; a leaf)
+ *       pre_name.c                  tokenizer.ggml.pre (vocab_bpe.c; a leaf)
+ */
 #ifndef KILN_CONVERT_VOCAB_H
 #define KILN_CONVERT_VOCAB_H
 
@@ -24,6 +36,8 @@
 /* llama.cpp's token types. */
 enum { CV_TOK_NORMAL = 1, CV_TOK_UNKNOWN = 2, CV_TOK_CONTROL = 3, CV_TOK_USER_DEFINED = 4, CV_TOK_UNUSED = 5,
        CV_TOK_BYTE = 6 };
+
+/* ---- tokens.c ------------------------------------------------------------ */
 
 /* A token list under construction. */
 typedef struct cv_tokens {
@@ -40,6 +54,11 @@ int cv_tokens_set(cv_tokens *t, uint64_t i, const char *s, uint64_t len, kiln_er
 void cv_tokens_free(cv_tokens *t);
 /* tokenizer.ggml.tokens, .scores (if any) and .token_type. */
 int cv_tokens_write(const cv_tokens *t, cv_kv *k);
+
+/* gguf-py's does_token_look_special. */
+bool cv_token_looks_special(const char *s, uint64_t len);
+
+/* ---- vocab.c ------------------------------------------------------------- */
 
 /* The files a tokenizer export reads, loaded once. NULL when absent. */
 typedef struct cv_tok_files {
@@ -59,17 +78,23 @@ void cv_tok_files_free(cv_tok_files *f);
 int cv_vocab_write(const cv_arch *a, cv_source *src, const cv_tok_files *f, json_t *hparams,
                    const char *pre_override, cv_kv *k);
 
+/* ---- vocab_spm.c, vocab_hf.c, vocab_bpe.c -------------------------------- */
+
 /* The exporters; each returns 1 when it wrote the vocab, 0 when the
  * model's files are not its kind, -1 on error. */
 int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *k);
 int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k);
 int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k);
 
+/* ---- special.c ----------------------------------------------------------- */
+
 /* gguf-py's SpecialVocab: loads special token ids, add_* flags, merges
  * (when load_merges) and the chat template, then writes them (merges,
  * ids, flags, template: add_to_gguf's order). n_vocab < 0: no range
  * check. 0 or -1. */
 int cv_special_write(cv_source *src, const cv_tok_files *f, bool load_merges, int64_t n_vocab, cv_kv *k);
+
+/* ---- pre_name.c ---------------------------------------------------------- */
 
 /* Pre-tokenizer detection (pre_name.c): llama.cpp's name for tokenizer.json's
  * pre_tokenizer, or NULL with a description of it in `desc`. */
@@ -78,8 +103,5 @@ const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap);
  * accepts for --pre-tokenizer. */
 const char *cv_pretok_detectable(void);
 bool cv_pretok_known(const char *name);
-
-/* gguf-py's does_token_look_special. */
-bool cv_token_looks_special(const char *s, uint64_t len);
 
 #endif

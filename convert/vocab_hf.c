@@ -36,6 +36,13 @@ static size_t special_strings(const cv_tok_files *f, const char **out, size_t ca
         json_t *e;
         json_array_foreach(json_object_get(srcs[s], "additional_special_tokens"), j, e) if (nc < 64) cands[nc++] =
             entry_content(e);
+        /* Gemma 3's {"boi_token": "<start_of_image>", ...}: transformers
+         * makes each a special-token attribute, so they are special too
+         * (a list, as newer transformers write it, counts the same). */
+        json_t *extra = json_object_get(srcs[s], "extra_special_tokens");
+        const char *name;
+        json_object_foreach(extra, name, e) if (nc < 64) cands[nc++] = entry_content(e);
+        json_array_foreach(extra, j, e) if (nc < 64) cands[nc++] = entry_content(e);
         for (size_t i = 0; i < nc; i++) {
             bool dup = !cands[i];
             for (size_t m = 0; !dup && m < n; m++) dup = !strcmp(out[m], cands[i]);
@@ -120,6 +127,11 @@ int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k) {
     }
     for (size_t e = 0; rc == 0 && e < n_extra; e++) {
         const char *c = cv_json_str(json_object_get(extra[e], "content"));
+        if (!c) {
+            rc = kiln_fail(k->err, "tokenizer.json", "added_tokens", -1, "token %lld has no string content",
+                           (long long)json_integer_value(json_object_get(extra[e], "id")));
+            break;
+        }
         bool special = false;
         for (size_t s = 0; s < n_spec; s++) special |= !strcmp(specials[s], c);
         rc = cv_tokens_set(&t, base + e, c, strlen(c), k->err);

@@ -16,7 +16,9 @@ typedef enum kiln_simd_level {
 } kiln_simd_level;
 
 /* Best level this CPU supports, capped by KILN_SIMD. Cached after the
- * first call; kiln_simd_set() overrides it (tests use it). */
+ * first call; kiln_simd_set() overrides it (tests use it), still capped by
+ * the CPU and by KILN_SIMD, so that KILN_SIMD=avx2 makes any run, tests
+ * included, behave as on an AVX2 machine. */
 kiln_simd_level kiln_simd(void);
 void kiln_simd_set(kiln_simd_level level);
 

@@ -1,5 +1,6 @@
 /* core/error.c - formatting of kiln's one-line error messages (see error.h). */
 #include "error.h"
+#include "escape.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,8 +24,12 @@ int kiln_fail(kiln_err *err, const char *file, const char *field,
         vsnprintf(p + n, cap - n, fmt, ap);
         va_end(ap);
     }
-    /* One line, always: fold any newline a caller let through. */
+    /* One line, always: fold any newline a caller let through, and escape
+     * the control bytes a file string (a tensor name, a key) may carry. */
     for (char *c = err->msg; *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';
+    char safe[sizeof err->msg];
+    kiln_escape(safe, sizeof safe, err->msg, strlen(err->msg), 0);
+    memcpy(err->msg, safe, sizeof safe);
     return -1;
 }

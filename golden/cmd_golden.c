@@ -3,6 +3,7 @@
  * holds, 1 when one fails (each failing figure is named) or on an error,
  * 2 on a usage error. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
 #include "check.h"
 #include "golden_file.h"
 
@@ -196,8 +197,8 @@ static int print_text(const char *model, const char *path, const kiln_golden *g,
     printf("golden check: %s against %s (%s, %u prompts)\n", model, path,
            strcmp(g->format, "klgt") ? "kiln golden file" : "KLGT logits", rep->n_prompts);
     if (rm)
-        printf("reference model: %s (%s); this model is %s\n", json_string_value(json_object_get(rm, "file")),
-               json_string_value(json_object_get(rm, "arch")), kiln_fp_relation_name(rep->relation));
+        printf("reference model: %s (%s); this model is %s\n", kiln_esc(json_string_value(json_object_get(rm, "file"))).s,
+               kiln_esc(json_string_value(json_object_get(rm, "arch"))).s, kiln_fp_relation_name(rep->relation));
     printf("%-8s %6s  %9s  %9s  %9s  %10s  %10s  %7s  %9s  %9s\n", "prompt", "tokens", "max_abs", "rmse", "cos_min",
            "kld_mean", "kld_max", "top1", "ppl", "ppl_ref");
     for (uint32_t i = 0; i < rep->n_prompts; i++) {
@@ -210,7 +211,7 @@ static int print_text(const char *model, const char *path, const kiln_golden *g,
            rep->all.kld_p99, rep->all.ppl_ratio.val);
     bool any = !isnan(t->max_kld) || !isnan(t->min_top1) || !isnan(t->max_abs) || !isnan(t->max_ppl_ratio);
     if (rep->passed) printf(any ? "PASS: every threshold holds\n" : "no thresholds given\n");
-    for (int i = 0; i < rep->n_failed; i++) printf("FAIL: %s\n", rep->failed[i]);
+    for (int i = 0; i < rep->n_failed; i++) printf("FAIL: %s\n", kiln_esc(rep->failed[i]).s);
     return rep->passed ? KILN_EXIT_OK : KILN_EXIT_FAIL;
 }
 

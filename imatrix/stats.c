@@ -2,6 +2,7 @@
  * importance matrix, as a table or JSON (see stats.h). */
 #include "stats.h"
 
+#include "../core/escape.h"
 #include "../core/gguf.h"
 #include "../core/jsonw.h"
 
@@ -71,7 +72,7 @@ void kiln_imx_stats_table(FILE *out, const kiln_imatrix *im, const kiln_imx_tsta
         const kiln_imx_tstat *s = &st[ord[k]];
         char cover[32];
         snprintf(cover, sizeof cover, "%lld/%lld", (long long)s->n_covered, (long long)s->n_mat);
-        fprintf(out, "%-34s %6lld %4lld %10.0f %11.4g %11.4g %11.4g %5.1f%% %8s\n", s->name, (long long)s->n,
+        fprintf(out, "%-34s %6lld %4lld %10.0f %11.4g %11.4g %11.4g %5.1f%% %8s\n", kiln_esc(s->name).s, (long long)s->n,
                 (long long)s->n_mat, s->tokens, s->sum, s->mean, s->max, 100 * s->zero_share, cover);
     }
     fprintf(out, "%llu tensors, %u chunks of %u tokens\n", (unsigned long long)im->n_entries, im->chunk_count,
@@ -144,7 +145,7 @@ static void short_name(const char *name, char *out, size_t cap) {
     else p = name;
     size_t n = strlen(p);
     if (n > 7 && !strcmp(p + n - 7, ".weight")) n -= 7;
-    snprintf(out, cap, "%.*s", (int)n, p);
+    kiln_escape(out, cap, p, n, 0); /* for printing */
 }
 
 int64_t kiln_imx_coverage_report(FILE *out, const kiln_imatrix *im) {

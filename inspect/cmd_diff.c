@@ -1,6 +1,8 @@
 /* inspect/cmd_diff.c - `kiln diff A B`: the CLI over diff.c. Exit status
  * 0 unless a gate (--tolerance and friends) is set and fails, then 1. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
+#include "../core/name_regex.h"
 #include "../core/progress.h"
 #include "diff.h"
 
@@ -26,7 +28,7 @@ static const char *USAGE =
     "  --min-cosine X     gate: fail when a tensor's cosine < X\n"
     "                     (any gate implies --values; with a gate, tensors\n"
     "                     missing on one side or of another shape also fail)\n"
-    "  --tensors REGEX    only tensors whose name matches\n"
+    "  --tensors REGEX    only tensors whose name matches (PCRE2)\n"
     "  --json             print the report as JSON (schema kiln.diff/1)\n"
     "  -t, --threads N    threads (default: all cores)\n"
     "  -q, --quiet        no progress bar\n"
@@ -36,7 +38,7 @@ static const char *USAGE =
 static void print_list(const char *title, json_t *arr) {
     size_t i;
     json_t *e;
-    json_array_foreach(arr, i, e) printf("%s %s\n", title, json_string_value(e));
+    json_array_foreach(arr, i, e) printf("%s %s\n", title, kiln_esc(json_string_value(e)).s);
 }
 
 static void print_text(json_t *r) {
@@ -46,17 +48,18 @@ static void print_text(json_t *r) {
     print_list("+ key", json_object_get(md, "added"));
     print_list("- key", json_object_get(md, "removed"));
     json_array_foreach(json_object_get(md, "changed"), i, e) {
-        printf("~ key %s: %.120s -> %.120s\n", json_string_value(json_object_get(e, "key")),
-               json_string_value(json_object_get(e, "a")), json_string_value(json_object_get(e, "b")));
+        printf("~ key %s: %.120s -> %.120s\n", kiln_esc(json_string_value(json_object_get(e, "key"))).s,
+               kiln_esc(json_string_value(json_object_get(e, "a"))).s,
+               kiln_esc(json_string_value(json_object_get(e, "b"))).s);
     }
     print_list("+ tensor", json_object_get(t, "added"));
     print_list("- tensor", json_object_get(t, "removed"));
     json_array_foreach(json_object_get(t, "changed"), i, e) {
         char *sa = json_dumps(json_object_get(e, "shape_a"), JSON_COMPACT);
         char *sb = json_dumps(json_object_get(e, "shape_b"), JSON_COMPACT);
-        printf("~ tensor %s: %s %s -> %s %s\n", json_string_value(json_object_get(e, "name")),
-               json_string_value(json_object_get(e, "type_a")), sa ? sa : "?", json_string_value(json_object_get(e, "type_b")),
-               sb ? sb : "?");
+        printf("~ tensor %s: %s %s -> %s %s\n", kiln_esc(json_string_value(json_object_get(e, "name"))).s,
+               kiln_esc(json_string_value(json_object_get(e, "type_a"))).s, sa ? sa : "?",
+               kiln_esc(json_string_value(json_object_get(e, "type_b"))).s, sb ? sb : "?");
         free(sa);
         free(sb);
     }
@@ -64,12 +67,12 @@ static void print_text(json_t *r) {
     if (json_array_size(vals)) {
         printf("\n  %-40s %12s %12s %12s %10s\n", "tensor", "max_abs", "rmse", "rel", "cosine");
         json_array_foreach(vals, i, e)
-            printf("  %-40s %12.5g %12.5g %12.5g %10.7f\n", json_string_value(json_object_get(e, "name")),
+            printf("  %-40s %12.5g %12.5g %12.5g %10.7f\n", kiln_esc(json_string_value(json_object_get(e, "name"))).s,
                    json_real_value(json_object_get(e, "max_abs")), json_real_value(json_object_get(e, "rmse")),
                    json_real_value(json_object_get(e, "rel")), json_real_value(json_object_get(e, "cosine")));
     }
     json_array_foreach(json_object_get(r, "failures"), i, e)
-        printf("FAIL %s: %s over the limit\n", json_string_value(json_object_get(e, "name")),
+        printf("FAIL %s: %s over the limit\n", kiln_esc(json_string_value(json_object_get(e, "name"))).s,
                json_string_value(json_object_get(e, "metric")));
     if (json_is_true(json_object_get(r, "gated")))
         printf("%s\n", json_is_true(json_object_get(r, "passed")) ? "diff: all gates passed" : "diff: FAILED");
@@ -97,7 +100,12 @@ int kiln_cmd_diff(int argc, char **argv) {
         case 'r': gate = &o.max_rmse; break;
         case 'e': gate = &o.max_rel; break;
         case 'c': gate = &o.min_cosine; break;
-        case 'T': o.tensor_regex = optarg; break;
+        case 'T': {
+            kiln_err bad;
+            if (kiln_name_regex_check(optarg, "--tensors", &bad) < 0) return kiln_cli_usage_error("diff", "%s", bad.msg);
+            o.tensor_regex = optarg;
+            break;
+        }
         case 'j': as_json = true; break;
         case 't': if (!kiln_parse_u64(optarg, &threads) || !threads) return kiln_cli_usage_error("diff", "--threads needs a positive number"); break;
         case 'q': kiln_progress_quiet = true; break;

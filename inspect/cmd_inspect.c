@@ -2,6 +2,8 @@
  * inspect.c. Renders the report as text or JSON, and --dump prints a
  * tensor's values. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
+#include "../core/name_regex.h"
 #include "../core/progress.h"
 #include "format.h"
 #include <jansson.h>
@@ -23,7 +25,7 @@ static const char *USAGE =
     "a model.safetensors.index.json, or a Hugging Face model directory.\n"
     "\n"
     "  --json             print the report as JSON (schema kiln.inspect/1)\n"
-    "  --tensors REGEX    only tensors whose name matches (POSIX extended)\n"
+    "  --tensors REGEX    only tensors whose name matches (PCRE2)\n"
     "  --stats            min/max/mean/std and NaN/Inf counts per tensor,\n"
     "                     after dequantization\n"
     "  --dump NAME        print the values of tensor NAME\n"
@@ -62,7 +64,7 @@ static int dump_tensor(const kiln_view *v, const char *name, uint64_t count, boo
         printf("\n");
         json_decref(o);
     } else {
-        printf("%s (%s, %lld elements), first %lld values:\n", t->name, t->type_name, (long long)t->nelements, (long long)n);
+        printf("%s (%s, %lld elements), first %lld values:\n", kiln_esc(t->name).s, kiln_esc(t->type_name).s, (long long)t->nelements, (long long)n);
         for (int64_t i = 0; i < n; i++) printf("%.9g%c", vals[i], (i % 8 == 7 || i == n - 1) ? '\n' : ' ');
     }
     free(vals);
@@ -86,7 +88,12 @@ int kiln_cmd_inspect(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "t:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'j': as_json = true; break;
-        case 'T': o.tensor_regex = optarg; break;
+        case 'T': {
+            kiln_err bad;
+            if (kiln_name_regex_check(optarg, "--tensors", &bad) < 0) return kiln_cli_usage_error("inspect", "%s", bad.msg);
+            o.tensor_regex = optarg;
+            break;
+        }
         case 's': o.stats = true; break;
         case 'd': dump = optarg; break;
         case 'n': if (!kiln_parse_u64(optarg, &count)) return kiln_cli_usage_error("inspect", "--count needs a number"); break;

@@ -1,11 +1,12 @@
 /* inspect/diff.c - builds the diff report (see diff.h). */
 #include "diff.h"
 
+#include "../core/name_regex.h"
 #include "../core/progress.h"
 #include "format.h"
 #include "stats.h"
 
-#include <regex.h>
+#include <stdlib.h>
 #include <string.h>
 
 static char *key_cstr(kiln_str k) {
@@ -60,13 +61,30 @@ static bool gated(const kiln_diff_opts *o) {
     return o->max_abs >= 0 || o->max_rmse >= 0 || o->max_rel >= 0 || o->min_cosine >= -1;
 }
 
+/* Which of v's tensors the --tensors pattern (NULL: every one) selects, as
+ * a malloc'd array of v->n_tensors flags; NULL with a message on error. */
+static bool *select_tensors(const kiln_view *v, const char *pattern, kiln_err *err) {
+    kiln_name_regex *re = NULL;
+    if (pattern && !(re = kiln_name_regex_compile(pattern, "--tensors", err))) return NULL;
+    bool *sel = calloc(v->n_tensors + 1, sizeof *sel);
+    if (!sel) kiln_fail(err, v->path, NULL, -1, "out of memory");
+    for (uint64_t i = 0; sel && i < v->n_tensors; i++) {
+        int hit = re ? kiln_name_regex_match(re, v->tensors[i].name, strlen(v->tensors[i].name), err) : 1;
+        if (hit < 0) {
+            free(sel);
+            sel = NULL;
+        } else sel[i] = hit;
+    }
+    kiln_name_regex_free(re);
+    return sel;
+}
+
 json_t *kiln_diff_report(const kiln_view *a, const kiln_view *b, const kiln_diff_opts *o, kiln_err *err) {
-    regex_t re;
-    if (o->tensor_regex && regcomp(&re, o->tensor_regex, REG_EXTENDED | REG_NOSUB) != 0) {
-        kiln_fail(err, NULL, "--tensors", -1, "invalid regular expression '%s'", o->tensor_regex);
+    bool *sel_a = select_tensors(a, o->tensor_regex, err), *sel_b = sel_a ? select_tensors(b, o->tensor_regex, err) : NULL;
+    if (!sel_b) {
+        free(sel_a);
         return NULL;
     }
-#define SELECTED(t) (!o->tensor_regex || regexec(&re, (t)->name, 0, NULL, 0) == 0)
     json_t *r = json_object();
     json_object_set_new(r, "schema", json_string("kiln.diff/1"));
     json_object_set_new(r, "a", json_string(a->path));
@@ -78,14 +96,14 @@ json_t *kiln_diff_report(const kiln_view *a, const kiln_view *b, const kiln_diff
     uint64_t bytes = 0;
     for (uint64_t i = 0; i < a->n_tensors; i++) {
         const kiln_view_tensor *ta = &a->tensors[i], *tb = kiln_view_find(b, ta->name);
-        if (SELECTED(ta) && tb && o->values) bytes += ta->nbytes + tb->nbytes;
+        if (sel_a[i] && tb && o->values) bytes += ta->nbytes + tb->nbytes;
     }
     kiln_progress prog;
     if (o->values) kiln_progress_start(&prog, "compare", bytes, "B");
     int rc = 0;
     for (uint64_t i = 0; i < a->n_tensors && rc == 0; i++) {
         const kiln_view_tensor *ta = &a->tensors[i];
-        if (!SELECTED(ta)) continue;
+        if (!sel_a[i]) continue;
         const kiln_view_tensor *tb = kiln_view_find(b, ta->name);
         if (!tb) {
             json_array_append_new(removed, json_string(ta->name));
@@ -129,13 +147,13 @@ json_t *kiln_diff_report(const kiln_view *a, const kiln_view *b, const kiln_diff
         }
     }
     for (uint64_t i = 0; i < b->n_tensors && rc == 0; i++)
-        if (SELECTED(&b->tensors[i]) && !kiln_view_find(a, b->tensors[i].name)) {
+        if (sel_b[i] && !kiln_view_find(a, b->tensors[i].name)) {
             json_array_append_new(added, json_string(b->tensors[i].name));
             structural = true;
         }
     if (o->values) kiln_progress_end(&prog);
-    if (o->tensor_regex) regfree(&re);
-#undef SELECTED
+    free(sel_a);
+    free(sel_b);
     json_t *t = json_object();
     json_object_set_new(t, "added", added);
     json_object_set_new(t, "removed", removed);

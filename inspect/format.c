@@ -1,5 +1,6 @@
 /* inspect/format.c - metadata values as text and JSON (see format.h). */
 #include "format.h"
+#include "../core/escape.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -44,17 +45,15 @@ static void add(sbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+/* A string value in double quotes, escaped by core/escape.h. */
 static void add_quoted(sbuf *b, const char *s, uint64_t len) {
     add(b, "\"");
-    for (uint64_t i = 0; i < len && !b->full; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') add(b, "\\%c", c);
-        else if (c == '\n') add(b, "\\n");
-        else if (c == '\t') add(b, "\\t");
-        else if (c < 0x20) add(b, "\\x%02x", c);
-        else add(b, "%c", c);
-    }
-    add(b, "\"");
+    if (b->full) return;
+    size_t room = b->cap - b->len;
+    bool cut = kiln_escape(b->p + b->len, room, s, (size_t)len, '"') >= room;
+    b->len += strlen(b->p + b->len);
+    if (cut) b->full = true; /* it already ends in "..." */
+    else add(b, "\"");
 }
 
 static void add_scalar(sbuf *b, uint32_t type, const void *p) {

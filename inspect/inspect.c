@@ -2,32 +2,38 @@
  * inspect.h). */
 #include "inspect.h"
 
+#include "../core/escape.h"
 #include "../core/jsonw.h"
+#include "../core/name_regex.h"
 #include "../core/progress.h"
 #include "format.h"
 #include "../core/units.h"
 
 #include <math.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
 int kiln_inspect_collect(const kiln_view *v, const kiln_inspect_opts *o, kiln_inspect_result *r, kiln_err *err) {
     memset(r, 0, sizeof *r);
-    regex_t re;
-    if (o->tensor_regex && regcomp(&re, o->tensor_regex, REG_EXTENDED | REG_NOSUB) != 0)
-        return kiln_fail(err, NULL, "--tensors", -1, "invalid regular expression '%s'", o->tensor_regex);
+    kiln_name_regex *re = NULL;
+    if (o->tensor_regex && !(re = kiln_name_regex_compile(o->tensor_regex, "--tensors", err))) return -1;
     r->sel = calloc(v->n_tensors + 1, sizeof *r->sel);
     r->stats = o->stats ? calloc(v->n_tensors + 1, sizeof *r->stats) : NULL;
     r->has_stats = o->stats ? calloc(v->n_tensors + 1, sizeof *r->has_stats) : NULL;
     if (!r->sel || (o->stats && (!r->stats || !r->has_stats))) {
-        if (o->tensor_regex) regfree(&re);
+        kiln_name_regex_free(re);
         kiln_inspect_free(r);
         return kiln_fail(err, v->path, NULL, -1, "out of memory");
     }
     for (uint64_t i = 0; i < v->n_tensors; i++) {
         const kiln_view_tensor *t = &v->tensors[i];
-        if (o->tensor_regex && regexec(&re, t->name, 0, NULL, 0) != 0) continue;
+        int hit = re ? kiln_name_regex_match(re, t->name, strlen(t->name), err) : 1;
+        if (hit < 0) {
+            kiln_name_regex_free(re);
+            kiln_inspect_free(r);
+            return -1;
+        }
+        if (!hit) continue;
         r->sel[r->n_sel++] = t;
         r->total_bytes += t->nbytes;
         r->total_elements += (uint64_t)t->nelements;
@@ -39,7 +45,7 @@ int kiln_inspect_collect(const kiln_view *v, const kiln_inspect_opts *o, kiln_in
             r->types[k].bytes += t->nbytes;
         }
     }
-    if (o->tensor_regex) regfree(&re);
+    kiln_name_regex_free(re);
     if (!o->stats) return 0;
     kiln_progress prog;
     kiln_progress_start(&prog, "stats", r->total_bytes, "B");
@@ -176,7 +182,7 @@ void kiln_inspect_write_text(FILE *out, const kiln_view *v, const kiln_inspect_r
         char type[64], val[200];
         kiln_value_type_str(&kv->val, type, sizeof type);
         kiln_value_str(&kv->val, val, sizeof val, o->max_items ? o->max_items : 8);
-        fprintf(out, "  %-44.*s %-18s %s\n", (int)kv->key.len, kv->key.ptr, type, val);
+        fprintf(out, "  %-44s %-18s %s\n", kiln_escn(kv->key.ptr, kv->key.len).s, type, val); /* format.c escaped it */
     }
     fprintf(out, "\ntensors:\n  %-40s %-8s %-22s %12s %12s %7s", "name", "type", "shape", "offset", "bytes", "bpw");
     if (r->stats) fprintf(out, " %11s %11s %11s %11s %5s %5s", "min", "max", "mean", "std", "nan", "inf");
@@ -186,20 +192,21 @@ void kiln_inspect_write_text(FILE *out, const kiln_view *v, const kiln_inspect_r
         char shape[64] = "";
         for (uint32_t d = 0; d < t->n_dims; d++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), d ? " x %lld" : "%lld", (long long)t->shape[d]);
-        fprintf(out, "  %-40s %-8s %-22s %12llu %12llu %7.3f", t->name, t->type_name, shape, (unsigned long long)t->offset,
+        fprintf(out, "  %-40s %-8s %-22s %12llu %12llu %7.3f", kiln_esc(t->name).s, kiln_esc(t->type_name).s, shape,
+                (unsigned long long)t->offset,
                 (unsigned long long)t->nbytes, bpw(t->nbytes, (uint64_t)t->nelements));
         if (r->stats && r->has_stats[i]) {
             const kiln_stats *s = &r->stats[i];
             fprintf(out, " %11.4g %11.4g %11.4g %11.4g %5llu %5llu", s->min, s->max, s->mean, s->std,
                     (unsigned long long)s->n_nan, (unsigned long long)s->n_inf);
         } else if (r->stats) {
-            fprintf(out, " (kiln cannot dequantize %s)", t->type_name);
+            fprintf(out, " (kiln cannot dequantize %s)", kiln_esc(t->type_name).s);
         }
         fputc('\n', out);
     }
     fprintf(out, "\nper type:\n  %-8s %8s %14s %7s\n", "type", "count", "bytes", "share");
     for (int k = 0; k < r->n_types; k++)
-        fprintf(out, "  %-8s %8llu %14llu %6.1f%%\n", r->types[k].type, (unsigned long long)r->types[k].count,
+        fprintf(out, "  %-8s %8llu %14llu %6.1f%%\n", kiln_esc(r->types[k].type).s, (unsigned long long)r->types[k].count,
                 (unsigned long long)r->types[k].bytes, r->total_bytes ? 100.0 * (double)r->types[k].bytes / (double)r->total_bytes : 0);
     fprintf(out, "  %-8s %8llu %14llu  %.3f bits per weight\n", "total", (unsigned long long)r->n_sel,
             (unsigned long long)r->total_bytes, bpw(r->total_bytes, r->total_elements));

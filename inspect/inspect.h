@@ -15,7 +15,7 @@
 #include "view.h"
 
 typedef struct kiln_inspect_opts {
-    const char *tensor_regex; /* POSIX extended regex filter, or NULL */
+    const char *tensor_regex; /* PCRE2 filter (core/name_regex.h), or NULL */
     bool stats;               /* add per-tensor statistics */
     size_t max_items;         /* array items shown in metadata; 0 = all */
 } kiln_inspect_opts;

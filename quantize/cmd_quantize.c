@@ -2,6 +2,7 @@
  * options, loads the imatrix, calls kiln_quantize_model() and prints the
  * plan (--dry-run) or the summary, as text or JSON (kiln.quantize/1). */
 #include "../cli/cli.h"
+#include "../core/escape.h"
 #include "../core/jsonw.h"
 #include "../core/progress.h"
 #include "../core/types.h"
@@ -23,10 +24,12 @@ static const char *USAGE =
     "it) or a Hugging Face model (directory, HF cache folder or archive), which\n"
     "is converted and quantized in one pass, as kiln convert + kiln quantize.\n"
     "PRESET is one of llama.cpp's mixes, with the per-tensor types\n"
-    "llama-quantize chooses: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS.\n"
-    "A plain TYPE (f32 f16 bf16 q8_0 q5_0 q4_0 iq4_nl q6_k q5_k q4_k q3_k q2_k\n"
-    "iq2_xxs) gives every quantizable weight that type; norms and 1-D tensors\n"
-    "keep theirs (Q8_0, Q6_K and Q2_K name presets: add --pure for one type).\n"
+    "llama-quantize chooses: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS\n"
+    "Q5_1 Q5_0 Q4_1 Q4_0.\n"
+    "A plain TYPE (f32 f16 bf16 q8_0 q5_1 q5_0 q4_1 q4_0 iq4_nl q6_k q5_k q4_k\n"
+    "q3_k q2_k iq2_xxs) gives every quantizable weight that type; norms and 1-D\n"
+    "tensors keep theirs (Q8_0, Q6_K, Q5_1, Q5_0, Q4_1, Q4_0 and Q2_K name\n"
+    "presets: add --pure for one type).\n"
     "Tensors are written by layer, then name, as llama-quantize writes them.\n"
     "\n"
     "  --imatrix FILE              importance matrix, llama.cpp GGUF or legacy .dat\n"
@@ -101,7 +104,7 @@ static void print_plan(const kiln_quant_report *r, const kiln_quant_opts *o) {
         shape_str(q, shape, sizeof shape);
         snprintf(bi, sizeof bi, "%llu", (unsigned long long)q->bytes_in);
         snprintf(bo, sizeof bo, "%llu", (unsigned long long)q->bytes_out);
-        printf("%-36s %-20s %-7s %-7s %10s %10s  %s%s%s\n", q->name, shape, kiln_type_name(q->plan.from),
+        printf("%-36s %-20s %-7s %-7s %10s %10s  %s%s%s\n", kiln_esc(q->name).s, shape, kiln_type_name(q->plan.from),
                kiln_type_name(q->plan.to), bi, bo, reason(q, o, why, sizeof why),
                q->plan.fallback ? "; fell back from " : "", q->plan.fallback ? kiln_type_name(q->plan.wanted) : "");
     }
@@ -142,7 +145,7 @@ static void print_summary(const kiln_quant_report *r, const kiln_quant_opts *o, 
     for (uint64_t i = 0; i < r->n_tensors; i++) {
         const kiln_quant_tensor *q = &r->tensors[i];
         if (q->plan.fallback)
-            printf("  fallback %s: %s -> %s (row length %lld is not a multiple of %u)\n", q->name,
+            printf("  fallback %s: %s -> %s (row length %lld is not a multiple of %u)\n", kiln_esc(q->name).s,
                    kiln_type_name(q->plan.wanted), kiln_type_name(q->plan.to), (long long)q->ne[0],
                    kiln_type_get(q->plan.wanted)->block_size);
     }
@@ -346,7 +349,7 @@ static int run(const cli *c, const char *in, const char *out) {
     int rc = kiln_quantize_model(in, out, &c->o, &r, &err) < 0 ? kiln_cli_fail(&err) : KILN_EXIT_OK;
     if (rc == KILN_EXIT_OK) {
         for (uint32_t i = 0; !c->json && i < r.n_warnings; i++)
-            fprintf(stderr, "kiln quantize: warning: %s\n", r.warnings[i]);
+            fprintf(stderr, "kiln quantize: warning: %s\n", kiln_esc(r.warnings[i]).s);
         if (c->json) {
             json_report(&r, &c->o);
         } else if (!c->quiet) {

@@ -8,9 +8,6 @@
 #include "../core/types.h"
 #include "../codec/codec.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +25,11 @@ enum {
     PM_Q3_K_M = 1u << 5,
     PM_Q2_K = 1u << 6,
     PM_IQ2_XXS = 1u << 7,
-    PM_ALL = 0xffu,
+    PM_Q4_0 = 1u << 8,
+    PM_Q4_1 = 1u << 9,
+    PM_Q5_0 = 1u << 10,
+    PM_Q5_1 = 1u << 11,
+    PM_ALL = 0xfffu,
     PM_KQ = PM_ALL & ~PM_IQ2_XXS, /* llama.cpp's branch for non-IQ presets */
 };
 
@@ -38,17 +39,23 @@ static const kiln_preset PRESETS[] = {
     {"Q5_K_M", 17, KILN_Q5_K, PM_Q5_K_M},  {"Q4_K_M", 15, KILN_Q4_K, PM_Q4_K_M},
     {"Q4_K_S", 14, KILN_Q4_K, PM_Q4_K_S},  {"Q3_K_M", 12, KILN_Q3_K, PM_Q3_K_M},
     {"Q2_K", 10, KILN_Q2_K, PM_Q2_K},      {"IQ2_XXS", 19, KILN_IQ2_XXS, PM_IQ2_XXS},
+    {"Q5_1", 9, KILN_Q5_1, PM_Q5_1},       {"Q5_0", 8, KILN_Q5_0, PM_Q5_0},
+    {"Q4_1", 3, KILN_Q4_1, PM_Q4_1},       {"Q4_0", 2, KILN_Q4_0, PM_Q4_0},
 };
 
-const kiln_preset *const kiln_presets[] = {&PRESETS[0], &PRESETS[1], &PRESETS[2], &PRESETS[3], &PRESETS[4],
-                                           &PRESETS[5], &PRESETS[6], &PRESETS[7], NULL};
+const kiln_preset *const kiln_presets[] = {&PRESETS[0], &PRESETS[1], &PRESETS[2],  &PRESETS[3],
+                                           &PRESETS[4], &PRESETS[5], &PRESETS[6],  &PRESETS[7],
+                                           &PRESETS[8], &PRESETS[9], &PRESETS[10], &PRESETS[11], NULL};
 
 /* general.file_type for a plain type: the llama.cpp ftype whose default
- * type it is (the _S variant where there are several). */
+ * type it is (the _S variant where there are several). Q4_0, Q4_1, Q5_0
+ * and Q5_1 name presets (llama-quantize's mixes) and reach this table
+ * only with --pure. */
 static const struct {
     uint32_t type, ftype;
 } PLAIN_FTYPES[] = {
     {KILN_F32, 0},   {KILN_F16, 1},     {KILN_BF16, 32},    {KILN_Q4_0, 2},    {KILN_Q5_0, 8},
+    {KILN_Q4_1, 3},  {KILN_Q5_1, 9},
     {KILN_Q8_0, 7},  {KILN_Q2_K, 10},   {KILN_Q3_K, 11},    {KILN_Q4_K, 14},   {KILN_Q5_K, 16},
     {KILN_Q6_K, 18}, {KILN_IQ2_XXS, 19}, {KILN_IQ4_NL, 25},
 };
@@ -67,8 +74,9 @@ int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) 
             return 0;
         }
     return kiln_fail(err, NULL, NULL, -1,
-                     "unknown preset or type '%s' (presets: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS; "
-                     "types: F32 F16 BF16 Q8_0 Q5_0 Q4_0 IQ4_NL Q6_K Q5_K Q4_K Q3_K Q2_K IQ2_XXS)",
+                     "unknown preset or type '%s' (presets: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS "
+                     "Q5_1 Q5_0 Q4_1 Q4_0; types: F32 F16 BF16 Q8_0 Q5_1 Q5_0 Q4_1 Q4_0 IQ4_NL Q6_K Q5_K Q4_K "
+                     "Q3_K Q2_K IQ2_XXS)",
                      s);
 }
 
@@ -121,7 +129,7 @@ bool kiln_policy_quantizable(const char *name, uint32_t n_dims) {
 /* ---- the mix rules ------------------------------------------------------ */
 
 enum arch_cond { A_ANY, A_FALCON, A_NOT_FALCON };
-enum model_cond { M_ANY, M_GQA4, M_GQA4_OR_EXP4, M_EXP8, M_70B, M_ROW_MISFIT };
+enum model_cond { M_ANY, M_GQA4, M_GQA4_OR_EXP4, M_EXP8, M_70B, M_ROW_MISFIT, M_IMATRIX };
 /* Position of the tensor among its kind: attn_v counts attn_v tensors in
  * visiting order; ffn_* use the layer (parsed from the name for MoE
  * models, whose expert tensors need not be in layer order). */
@@ -173,6 +181,10 @@ static const rule RULES[] = {
     {PM_Q4_K_M | PM_Q5_K_M, C_FFN_DOWN, A_ANY, M_ANY, P_MORE_BITS, 0, KILN_Q6_K,
      "ffn_down: Q6_K on the first/last eighth and every third layer"},
     {PM_Q4_K_S, C_FFN_DOWN, A_NOT_FALCON, M_ANY, P_LT_N8, 0, KILN_Q5_K, "ffn_down: Q5_K in the first eighth"},
+    /* legacy presets: with an imatrix only, so that a run without one
+     * keeps the old mix (Q4_1 / Q5_1 "go crazy" on ffn_down without) */
+    {PM_Q4_0, C_FFN_DOWN, A_ANY, M_IMATRIX, P_LT_N8, 0, KILN_Q4_1, "ffn_down: Q4_1 in the first eighth (imatrix)"},
+    {PM_Q5_0, C_FFN_DOWN, A_ANY, M_IMATRIX, P_LT_N8, 0, KILN_Q5_1, "ffn_down: Q5_1 in the first eighth (imatrix)"},
     {PM_Q2_K | PM_Q3_K_M | PM_Q4_K_S | PM_Q4_K_M, C_ATTN_OUT, A_NOT_FALCON, M_EXP8, P_ANY, 0, KILN_Q5_K,
      "attn_output: Q5_K with 8 experts"},
     {PM_KQ, C_ATTN_OUT, A_NOT_FALCON, M_EXP8, P_ANY, 0, T_BASE, "attn_output: base type"},
@@ -198,6 +210,7 @@ typedef struct state {
     const kiln_policy_model *m;
     uint32_t n_attn_v, i_attn_v, i_ffn_down, i_ffn_gate, i_ffn_up;
     bool tied;
+    bool has_imatrix;
 } state;
 
 static bool use_more_bits(int64_t i, int64_t n) {
@@ -225,6 +238,7 @@ static bool model_ok(const state *s, uint8_t cond, const kiln_policy_tensor *t, 
     case M_EXP8: return m->n_expert == 8;
     case M_70B: return is_70b(m);
     case M_ROW_MISFIT: return t->ne[0] % kiln_type_get(base)->block_size != 0;
+    case M_IMATRIX: return s->has_imatrix;
     default: return true;
     }
 }
@@ -320,9 +334,7 @@ uint32_t kiln_policy_fallback(uint32_t type, int64_t ne0) {
     case KILN_IQ3_XXS: case KILN_IQ3_S: case KILN_IQ4_XS: to = KILN_IQ4_NL; break;
     case KILN_Q2_K: case KILN_Q3_K: case KILN_TQ1_0: case KILN_TQ2_0: to = KILN_Q4_0; break;
     case KILN_Q4_K: to = KILN_Q5_0; break;
-    /* llama.cpp falls back to Q5_1, which kiln has no codec for; Q5_0 is
-     * the same 5-bit grid without the per-block minimum. */
-    case KILN_Q5_K: to = KILN_Q5_0; break;
+    case KILN_Q5_K: to = KILN_Q5_1; break;
     case KILN_Q6_K: to = KILN_Q8_0; break;
     default: to = ti->block_size <= 32 ? type : KILN_F16; break;
     }
@@ -339,14 +351,7 @@ int kiln_override_parse(const char *spec, kiln_type_override *o, kiln_err *err) 
         return kiln_fail(err, NULL, "--tensor-type", -1, "'%s': kiln cannot quantize to type '%s'", spec, eq + 1);
     o->pattern = strndup(spec, (size_t)(eq - spec));
     if (!o->pattern) return kiln_fail(err, NULL, "--tensor-type", -1, "out of memory");
-    int code;
-    PCRE2_SIZE at;
-    o->code = pcre2_compile((PCRE2_SPTR)o->pattern, PCRE2_ZERO_TERMINATED, 0, &code, &at, NULL);
-    if (!o->code) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        kiln_fail(err, NULL, "--tensor-type", -1, "regex '%s' at character %zu: %s", o->pattern, (size_t)at,
-                  (const char *)msg);
+    if (!(o->re = kiln_name_regex_compile(o->pattern, "--tensor-type", err))) {
         kiln_override_free(o);
         return -1;
     }
@@ -355,17 +360,24 @@ int kiln_override_parse(const char *spec, kiln_type_override *o, kiln_err *err) 
 }
 
 void kiln_override_free(kiln_type_override *o) {
-    pcre2_code_free(o->code);
+    kiln_name_regex_free(o->re);
     free(o->pattern);
     memset(o, 0, sizeof *o);
 }
 
-/* Index of the first override matching `name`, or -1. */
-static int match_override(const kiln_policy_opts *o, const char *name, pcre2_match_data *md) {
-    for (uint32_t i = 0; i < o->n_overrides; i++)
-        if (pcre2_match(o->overrides[i].code, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) >= 0)
-            return (int)i;
-    return -1;
+/* Sets *k to the index of the first override matching `name`, or -1.
+ * -1 with a message when a regex fails to run. */
+static int match_override(const kiln_policy_opts *o, const char *name, int *k, kiln_err *err) {
+    *k = -1;
+    for (uint32_t i = 0; i < o->n_overrides; i++) {
+        int hit = kiln_name_regex_match(o->overrides[i].re, name, strlen(name), err);
+        if (hit < 0) return -1;
+        if (hit) {
+            *k = (int)i;
+            return 0;
+        }
+    }
+    return 0;
 }
 
 static bool needs_imatrix(uint32_t type, enum cat c) {
@@ -374,8 +386,8 @@ static bool needs_imatrix(uint32_t type, enum cat c) {
            type == KILN_IQ1_S || type == KILN_IQ1_M;
 }
 
-static int plan_one(state *s, kiln_policy_opts *o, const kiln_policy_tensor *t, pcre2_match_data *md,
-                    kiln_tensor_plan *p, kiln_err *err) {
+static int plan_one(state *s, kiln_policy_opts *o, const kiln_policy_tensor *t, kiln_tensor_plan *p,
+                    kiln_err *err) {
     enum cat c = category(t->name);
     *p = (kiln_tensor_plan){.from = t->type, .to = t->type, .why = KILN_WHY_KEEP, .override_idx = -1};
     if (!kiln_policy_quantizable(t->name, t->n_dims)) {
@@ -391,7 +403,8 @@ static int plan_one(state *s, kiln_policy_opts *o, const kiln_policy_tensor *t, 
     } else {
         p->to = o->target.type;
         p->why = KILN_WHY_BASE;
-        int k = match_override(o, t->name, md);
+        int k;
+        if (match_override(o, t->name, &k, err) < 0) return -1;
         if (k >= 0) {
             p->to = o->overrides[k].type;
             p->why = KILN_WHY_OVERRIDE;
@@ -410,16 +423,13 @@ static int plan_one(state *s, kiln_policy_opts *o, const kiln_policy_tensor *t, 
 
 int kiln_policy_plan(const kiln_policy_model *m, const kiln_policy_tensor *t, uint64_t n, kiln_policy_opts *o,
                      kiln_tensor_plan *plan, kiln_err *err) {
-    state s = {.m = m, .tied = true};
+    state s = {.m = m, .tied = true, .has_imatrix = o->has_imatrix};
     for (uint64_t i = 0; i < n; i++) {
         enum cat c = category(t[i].name);
         if (c == C_ATTN_V) s.n_attn_v++;
         if (c == C_OUTPUT) s.tied = false;
     }
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return kiln_fail(err, NULL, NULL, -1, "out of memory");
     int rc = 0;
-    for (uint64_t i = 0; rc == 0 && i < n; i++) rc = plan_one(&s, o, &t[i], md, &plan[i], err);
-    pcre2_match_data_free(md);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) rc = plan_one(&s, o, &t[i], &plan[i], err);
     return rc;
 }

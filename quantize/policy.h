@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../core/name_regex.h"
 
 typedef struct kiln_preset {
     const char *name;    /* "Q4_K_M" */
@@ -71,7 +72,7 @@ typedef struct kiln_policy_tensor {
 typedef struct kiln_type_override {
     char *pattern;
     uint32_t type;
-    void *code;          /* compiled regex */
+    kiln_name_regex *re; /* compiled pattern */
     uint64_t hits;       /* tensors it decided */
 } kiln_type_override;
 
@@ -82,6 +83,7 @@ typedef struct kiln_policy_opts {
     int token_embd_type;          /* -1: the policy's choice */
     kiln_type_override *overrides;
     uint32_t n_overrides;
+    bool has_imatrix;             /* an imatrix was given (llama.cpp's Q4_0 / Q5_0 ffn_down rule) */
 } kiln_policy_opts;
 
 typedef enum kiln_plan_why {
@@ -104,8 +106,8 @@ typedef struct kiln_tensor_plan {
 } kiln_tensor_plan;
 
 /* Compiles "REGEX=TYPE" into `o` (the type name is case-insensitive; the
- * regex is PCRE2, searched anywhere in the name like llama.cpp's
- * std::regex_search). -1 with a message. */
+ * regex is PCRE2 through core/name_regex.h, searched anywhere in the name
+ * like llama.cpp's std::regex_search). -1 with a message. */
 int kiln_override_parse(const char *spec, kiln_type_override *o, kiln_err *err);
 void kiln_override_free(kiln_type_override *o);
 

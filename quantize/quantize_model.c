@@ -403,7 +403,8 @@ static int plan_model(const source *s, const uint64_t *visit, const uint64_t *wr
     }
     kiln_policy_model m;
     model_info(s->kv, &m);
-    kiln_policy_opts po = {o->target, o->pure, o->output_type, o->token_embd_type, o->overrides, o->n_overrides};
+    kiln_policy_opts po = {o->target, o->pure, o->output_type, o->token_embd_type, o->overrides, o->n_overrides,
+                           o->imatrix != NULL};
     if (rc == 0 && kiln_policy_plan(&m, pt, n, &po, plan, err) < 0) rc = prefix_err(err, s->path, NULL);
     for (uint64_t i = 0; rc == 0 && i < n; i++) by_src[visit[i]] = plan[i];
     for (uint64_t i = 0; rc == 0 && i < n; i++) {

@@ -4,7 +4,8 @@
  * Q8_0 is NOT the reference quantizer of quantize/q8_0.c: the backend's
  * from_float (ggml-cpu/arch/x86/quants.c, quantize_row_q8_0) computes the
  * inverse scale as 127 / amax instead of 1 / (amax / 127) and rounds with
- * _mm256_round_ps to nearest even, not roundf. Q8_K on x86 is the
+ * _mm256_round_ps to nearest even, not roundf; Q8_1 (for Q4_1 and Q5_1
+ * weights) is the same plus s = d * sum. Q8_K on x86 is the
  * reference (quantize_row_q8_K calls quantize_row_q8_K_ref), so the codec
  * is reused; the repacked products' ggml_quantize_mat_q8_K_4x8 differs
  * from it only in the sign it gives a tie of largest magnitudes. F16 uses F16C rounding and BF16 ggml's scalar
@@ -35,13 +36,19 @@ static inline int8_t q8_0_level(float v) {
     return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
 }
 
+/* The block's largest |x|, as _mm256_max_ps folds it (see q8_0_avx2). */
+static inline float block_amax(const float *x) {
+    float amax = 0;
+    for (int j = 0; j < KILN_QK; j++) {
+        float a = fabsf(x[j]);
+        amax = amax >= a ? amax : a;
+    }
+    return amax;
+}
+
 static void q8_0_scalar(const float *x, kiln_block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += KILN_QK) {
-        float amax = 0;
-        for (int j = 0; j < KILN_QK; j++) {
-            float a = fabsf(x[j]);
-            amax = amax >= a ? amax : a;
-        }
+        const float amax = block_amax(x);
         y[i].d = kiln_fp32_to_fp16(amax / 127.f);
         const float id = amax != 0.0f ? 127.f / amax : 0.0f;
         for (int j = 0; j < KILN_QK; j++) y[i].qs[j] = q8_0_level(x[j] * id);
@@ -87,6 +94,27 @@ void kiln_act_q8_0(const float *x, kiln_block_q8_0 *y, int64_t n) {
     }
 #endif
     q8_0_scalar(x, y, n / KILN_QK);
+}
+
+/* Q8_1 as ggml's x86 quantize_row_q8_1 (AVX2) makes it: Q8_0's bytes
+ * and scale, and s = fp16(d * sum) where d is the unrounded amax / 127
+ * and the sum is of the int32 values _mm256_cvtps_epi32 gave, before the
+ * saturating packs (they differ only when 127 / amax overflowed: then
+ * every value is INT32_MIN, and the int32 sum wraps as ggml's does).
+ * Scalar: the conversion is a small part of a Q4_1 / Q5_1 product. */
+void kiln_act_q8_1(const float *x, kiln_block_q8_1 *y, int64_t n) {
+    for (int64_t i = 0; i < n / KILN_QK; i++, x += KILN_QK) {
+        const float amax = block_amax(x), d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        uint32_t sum = 0; /* int32 arithmetic modulo 2^32 */
+        for (int j = 0; j < KILN_QK; j++) {
+            const float v = x[j] * id;
+            y[i].qs[j] = q8_0_level(v);
+            sum += fabsf(v) < 2147483648.f ? (uint32_t)(int32_t)((v + 12582912.f) - 12582912.f) : 0x80000000u;
+        }
+        y[i].d = kiln_fp32_to_fp16(d);
+        y[i].s = kiln_fp32_to_fp16(d * (float)(int32_t)sum);
+    }
 }
 
 void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n) {

@@ -2,6 +2,7 @@
  * prompt, greedily or sampled, printing the text as it comes. A smoke check
  * that a converted or quantized model still says something, and a demo. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
 #include "generate.h"
 
 #include <getopt.h>
@@ -9,13 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *USAGE =
     "usage: kiln generate MODEL -p TEXT [options]\n"
     "\n"
     "Tokenizes TEXT (BOS as the vocabulary says; special-token text such as\n"
     "\"<s>\" becomes the token) and continues it, printing the prompt and then\n"
-    "each new token as it is produced. Speeds go to standard error.\n"
+    "each new token as it is produced. Speeds go to standard error. On a\n"
+    "terminal, control bytes in the text (other than newlines and tabs) are\n"
+    "\\-escaped, so that a vocabulary cannot drive the terminal.\n"
     "\n"
     "  -p, --prompt TEXT    the prompt\n"
     "  -n, --n-predict N    tokens to generate (default 64); stops early at EOS\n"
@@ -34,7 +38,32 @@ typedef struct out_state {
     const kiln_tokenizer *tok;
     bool ids;
     bool strip_space; /* the next piece's leading space is SentencePiece's prefix */
+    bool escape;      /* stdout is a terminal: escape what the vocabulary holds */
+    char carry[4];    /* escaping: an unfinished UTF-8 character */
+    size_t n_carry;
 } out_state;
+
+static void flush_carry(out_state *o) {
+    kiln_escape_fput(stdout, o->carry, o->n_carry, 0);
+    o->n_carry = 0;
+}
+
+/* One byte of text for a terminal: line breaks and tabs as they are, the
+ * rest through core/escape.h a character at a time, so that a character a
+ * byte-fallback vocabulary spreads over several tokens still prints whole
+ * while ESC and other controls a crafted vocabulary holds do not reach the
+ * terminal. */
+static void put_escaped(out_state *o, unsigned char c) {
+    if (o->n_carry && (c & 0xC0) != 0x80) flush_carry(o); /* cut short: escaped as is */
+    if (!o->n_carry && (c == '\n' || c == '\t')) {
+        putchar(c);
+        return;
+    }
+    o->carry[o->n_carry++] = (char)c;
+    unsigned char lead = (unsigned char)o->carry[0];
+    size_t need = lead >= 0xF8 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (o->n_carry >= need) flush_carry(o);
+}
 
 static void print_token(out_state *o, int32_t id) {
     if (o->ids) {
@@ -44,7 +73,9 @@ static void print_token(out_state *o, int32_t id) {
         const char *piece = kiln_token_piece(o->tok, id, &len);
         if (o->strip_space && len && piece[0] == ' ') piece++, len--;
         o->strip_space = false;
-        fwrite(piece, 1, len, stdout);
+        if (!o->escape) fwrite(piece, 1, len, stdout);
+        else
+            for (size_t i = 0; i < len; i++) put_escaped(o, (unsigned char)piece[i]);
     }
     fflush(stdout);
 }
@@ -125,7 +156,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (rc == KILN_EXIT_OK) {
         /* as llama.cpp's detokenizer does, the space SentencePiece puts
          * before the first word is not printed */
-        out_state o = {.tok = m->tok, .ids = ids, .strip_space = prompt[0] != ' '};
+        out_state o = {.tok = m->tok, .ids = ids, .strip_space = prompt[0] != ' ', .escape = isatty(STDOUT_FILENO)};
         /* the prompt as the model sees it (control tokens such as BOS
          * print as nothing, except with --ids) */
         for (size_t i = 0; i < n; i++) print_token(&o, tokens[i]);
@@ -137,6 +168,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         /* The text ends its line, and reaches the stream before anything
          * goes to stderr: when both go to one file or terminal, stdout's
          * buffered newline would otherwise land after the message. */
+        flush_carry(&o);
         putchar('\n');
         fflush(stdout);
         if (gen_rc) {

@@ -1,5 +1,6 @@
-/* runtime/matmul.c - kiln_matmul: chooses the numeric path for a weight
- * type and mode, converts the activations, and spreads the rows over
+/* runtime/matmul.c - kiln_matmul: converts the activations, takes the
+ * kernel the table in kernels.c names for the weight type, the numeric
+ * mode, the token count and the ISA level, and spreads the rows over
  * OpenMP threads. The arithmetic lives in the vecdot_*.c kernels (see
  * vecdot.h for the map).
  *
@@ -13,23 +14,26 @@
  *   KILN_NUM_GGML, F32 / F16 / BF16: activations rounded to the weight's
  *     precision (products are then exact), then the orders of llama.cpp's
  *     x86 AVX-512 build: tinyBLAS for several tokens, the type's
- *     ggml_vec_dot for one (kiln_fgemm_ggml, vecdot_float.c);
+ *     ggml_vec_dot for one and for experts (kiln_fgemm_ggml);
  *   KILN_NUM_EXACT: every type dequantized to f32, f32 activations, the
- *     same fixed-order accumulation.
+ *     same fixed-order accumulation (kiln_fgemm, vecdot_float.c).
  *
  * Every output depends only on its row and its token: not on the SIMD
  * level, the thread count or how many tokens share the call - except
  * float weights in KILN_NUM_GGML mode, where (as in ggml) one token and
  * several tokens take different orders, and repacked k-quants
- * (see above). */
+ * (see above). Each product makes one allocation for all its buffers
+ * (kiln_kernel_alloc), before its one OpenMP region; when it fails the
+ * product returns -1. */
 #include "matmul.h"
 
-#include "vecdot.h"
+#include "kernels.h"
 
 #include "../core/cpu.h"
 #include "../core/types.h"
 #include "../codec/codec.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,35 +52,70 @@ static void rows_f32(const void *ctx, int64_t r0, int64_t nr, int64_t k0, int64_
     for (int64_t i = 0; i < nr; i++, p += s->row_bytes) s->dequantize(p, dst + i * ld, nk);
 }
 
-static bool is_float_type(uint32_t t) {
-    return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16;
+/* n bytes rounded up to whole 64-byte lines, so that buffers carved one
+ * after another out of one allocation stay aligned. */
+static size_t lines(size_t n) {
+    return (n + 63) / 64 * 64;
 }
 
-static int float_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                        int64_t n_tokens, float *y, kiln_numeric_mode mode) {
+/* F32 / F16 / BF16 weights in KILN_NUM_GGML mode: in one OpenMP region,
+ * the activations rounded to the weight's precision (round: F16 / BF16;
+ * ggml's vec_dot_type), then the table's vec or tiny kernel. */
+static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
+                      const float *x, int64_t n_tokens, float *y, bool round, bool vec_only) {
+    /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
+     * shape (k whole vectors, m whole 4-row tiles); mul_mat_id never */
+    const bool tiny = !vec_only && n_tokens >= 2 && n_in % 16 == 0 && n_out % 4 == 0;
+    const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
+    const kiln_fkernel fk = tiny ? ik->tiny : ik->vec;
+    if (!fk.run) return -1;
+    const size_t x_bytes = round ? lines((size_t)(n_tokens * n_in) * sizeof(float)) : 0;
+    const size_t per_thread = fk.scratch ? lines((size_t)fk.scratch(type, n_in) * sizeof(float)) : 0;
+    const size_t total = x_bytes + (size_t)omp_get_max_threads() * per_thread;
+    uint8_t *buf = NULL;
+    if (total && !(buf = kiln_kernel_alloc(total))) return -1;
+    const float *xa = round ? (const float *)buf : x;
+    const int64_t row_bytes = (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in);
+#pragma omp parallel
+    {
+        if (round) {
+            float *xr = (float *)buf;
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < n_tokens; t++) {
+                if (type == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
+                else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
+            }
+        }
+        float *scratch = per_thread ? (float *)(buf + x_bytes + (size_t)omp_get_thread_num() * per_thread) : NULL;
+        fk.run(type, w, row_bytes, xa, n_in, n_out, n_tokens, y, scratch);
+    }
+    free(buf);
+    return 0;
+}
+
+int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
+                    float *y, bool vec_only) {
+    const kiln_kernels *k = kiln_kernels_get(type);
+    if (!k || k->qt.block) return -1;
+    return float_ggml(k, type, w, n_in, n_out, x, n_tokens, y, false, vec_only);
+}
+
+/* KILN_NUM_EXACT: the table's one-token kernel where it has one, else the
+ * chain over dequantized rows. */
+static int exact_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                        int64_t n_tokens, float *y) {
     const kiln_codec *c = kiln_codec_get(wtype);
     const kiln_type_info *ti = kiln_type_get(wtype);
     if (!c || !c->dequantize_row || !ti) return -1;
-    if (mode == KILN_NUM_GGML && wtype == KILN_F32) return kiln_fgemm_ggml(wtype, w, n_in, n_out, x, n_tokens, y, false);
-
-    /* ggml converts activations to the weight's own f16 / bf16 first */
-    float *xr = NULL;
-    if (mode == KILN_NUM_GGML) {
-        xr = malloc((size_t)(n_tokens * n_in) * sizeof(float));
-        if (!xr) return -1;
-#pragma omp parallel for schedule(static)
-        for (int64_t t = 0; t < n_tokens; t++) {
-            if (wtype == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
-            else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
-        }
-        const int rc = kiln_fgemm_ggml(wtype, w, n_in, n_out, xr, n_tokens, y, false);
-        free(xr);
-        return rc;
+    const kiln_kernels *k = kiln_kernels_get(wtype);
+    const kiln_fdecode_fn decode = k ? k->isa[kiln_isa_now()].exact_decode : NULL;
+    if (n_tokens == 1 && decode) {
+        decode(wtype, w, n_in, n_out, x, y);
+        return 0;
     }
     wsrc s = {w, (int64_t)kiln_type_row_bytes(wtype, (uint64_t)n_in), ti->block_size, ti->type_size,
               c->dequantize_row};
-    if (n_tokens > 1 || !kiln_fdecode(wtype, w, n_in, n_out, x, y)) kiln_fgemm(rows_f32, &s, n_in, n_out, x, n_tokens, y);
-    return 0;
+    return kiln_fgemm(rows_f32, &s, n_in, n_out, x, n_tokens, y);
 }
 
 /* How the tokens of a product split between ggml's k-quant orders: for
@@ -88,16 +127,15 @@ typedef struct korders {
     kiln_korder rest;
 } korders;
 
-static korders korders_for(const kiln_qtype *qt, int64_t n_out, int64_t n_tokens, bool expert) {
-    korders k = {0, KILN_KORDER_VECDOT};
-    if (qt->act_type != KILN_Q8_K || !kiln_qtype_repacked(qt, n_out)) return k;
-    k.rest = KILN_KORDER_GEMV;
-    if (!expert) k.n_gemm = n_tokens - n_tokens % 4;
-    return k;
+static korders korders_for(const kiln_kernels *k, int64_t n_out, int64_t n_tokens, bool expert) {
+    korders ko = {0, KILN_KORDER_VECDOT};
+    if (k->qt.act_type != KILN_Q8_K || !kiln_qtype_repacked(&k->qt, n_out)) return ko;
+    ko.rest = KILN_KORDER_GEMV;
+    if (!expert) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
+    return ko;
 }
 
-/* Rows [r0, r0 + nr) with the reference dot products: the scalar level,
- * and the fallback when a panel buffer cannot be had. */
+/* Rows [r0, r0 + nr) with the reference dot products (the scalar level). */
 static void ref_rows(const kiln_qtype *qt, korders ko, const uint8_t *w, int64_t n_in, int64_t r0, int64_t nr,
                      int64_t n_out, const uint8_t *act, int64_t n_tokens, float *y) {
     const int64_t row_bytes = n_in / qt->block * qt->block_bytes;
@@ -112,74 +150,68 @@ static void ref_rows(const kiln_qtype *qt, korders ko, const uint8_t *w, int64_t
         }
 }
 
-/* Activations of every token in the type's vec_dot_type, then (above
- * the scalar level) in the panel kernels' byte layout. */
-static int quant_matmul(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
-                        const float *x, int64_t n_tokens, float *y, bool expert) {
+/* Quantized weights in KILN_NUM_GGML mode, in one OpenMP region: the
+ * activations of every token in the type's vec_dot_type, then the
+ * table's direct kernel (a few tokens, none in the gemm order: packing
+ * panels would cost more than the products), or the panel kernels (the
+ * activations first repacked in their byte layout), or at the scalar
+ * level the reference rows. */
+static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                        int64_t n_tokens, float *y, bool expert) {
+    const kiln_qtype *qt = &k->qt;
+    const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
     const int64_t nb = n_in / qt->block, act_row = nb * qt->act_bytes;
     const bool kq = qt->act_type == KILN_Q8_K;
-    const korders ko = korders_for(qt, n_out, n_tokens, expert);
-    uint8_t *act = malloc((size_t)(n_tokens * act_row));
-    if (!act) return -1;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < n_tokens; t++) {
-        kiln_block_q8_k *ak = (kiln_block_q8_k *)(act + t * act_row);
-        if (t < ko.n_gemm) kiln_act_q8_k_x4(x + t * n_in, ak, n_in);
-        else if (kq) kiln_act_q8_k(x + t * n_in, ak, n_in);
-        else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
-    }
+    const korders ko = korders_for(k, n_out, n_tokens, expert);
+    const kiln_qrow_fn direct = ko.n_gemm == 0 && n_tokens <= k->direct_tokens ? ik->direct[ko.rest] : NULL;
+    const kiln_qpanel_fn pgemm = ik->panel[KILN_KORDER_GEMM], prest = ik->panel[ko.rest];
+    const bool panels = !direct && prest && (ko.n_gemm == 0 || pgemm);
 
-    /* a few tokens, none in the gemm order: packing panels would cost more
-     * than the products */
-    if (ko.n_gemm == 0 && n_tokens <= KILN_KDIRECT_TOKENS &&
-        kiln_kdirect(qt, ko.rest, w, n_in, n_out, act, n_tokens, y)) {
-        free(act);
-        return 0;
-    }
-
-    if (kiln_simd() == KILN_SIMD_SCALAR) {
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < n_out; r++) ref_rows(qt, ko, w, n_in, r, 1, n_out, act, n_tokens, y);
-        free(act);
-        return 0;
-    }
-
-    uint8_t *u = malloc((size_t)(n_tokens * n_in));
-    float *d = malloc((size_t)(n_tokens * nb) * sizeof(float));
-    int16_t *bs = kq ? malloc((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : NULL;
-    int rc = -1;
-    if (u && d && (bs || !kq)) {
-        const kiln_pact A = {u, d, bs, n_in, nb};
-        const int64_t pbytes = kiln_panel_bytes(qt, n_in);
+    /* one allocation: activations, then for the panels their activation
+     * layout (u, d, bsums) and one weight panel per thread */
+    const int64_t pbytes = panels ? kiln_panel_bytes(qt, n_in) : 0;
+    const size_t act_at = 0, u_at = act_at + lines((size_t)(n_tokens * act_row));
+    const size_t d_at = u_at + (panels ? lines((size_t)(n_tokens * n_in)) : 0);
+    const size_t bs_at = d_at + (panels ? lines((size_t)(n_tokens * nb) * sizeof(float)) : 0);
+    const size_t panel_at = bs_at + (panels && kq ? lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
+    const size_t total = panel_at + (size_t)omp_get_max_threads() * lines((size_t)pbytes);
+    uint8_t *buf = kiln_kernel_alloc(total);
+    if (!buf) return -1;
+    uint8_t *act = buf + act_at;
+    const kiln_pact A = {buf + u_at, (const float *)(buf + d_at), kq ? (const int16_t *)(buf + bs_at) : NULL, n_in,
+                         nb};
 #pragma omp parallel
-        {
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            kiln_block_q8_k *ak = (kiln_block_q8_k *)(act + t * act_row);
+            if (t < ko.n_gemm) kiln_act_q8_k_x4(x + t * n_in, ak, n_in);
+            else if (kq) kiln_act_q8_k(x + t * n_in, ak, n_in);
+            else if (qt->act_type == KILN_Q8_1) kiln_act_q8_1(x + t * n_in, (kiln_block_q8_1 *)(act + t * act_row), n_in);
+            else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
+        }
+        if (direct) {
+            kiln_direct_rows(direct, qt, w, n_in, n_out, act, n_tokens, y);
+        } else if (panels) {
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < n_tokens; t++)
-                kiln_pact_pack(qt, act + t * act_row, n_in, u + t * n_in, d + t * nb,
-                               kq ? bs + t * (n_in / 16) : NULL);
-
-            void *panel = kiln_alloc64((size_t)pbytes);
+                kiln_pact_pack(qt, act + t * act_row, n_in, buf + u_at + t * n_in, (float *)(buf + d_at) + t * nb,
+                               kq ? (int16_t *)(buf + bs_at) + t * (n_in / 16) : NULL);
+            void *panel = buf + panel_at + (size_t)omp_get_thread_num() * lines((size_t)pbytes);
 #pragma omp for schedule(static)
             for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
                 const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
-                bool done = false;
-                if (panel) {
-                    kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
-                    done = kiln_qgemm_panel(qt, KILN_KORDER_GEMM, panel, &A, 0, ko.n_gemm, y + r0, n_out, nr) &&
-                           kiln_qgemm_panel(qt, ko.rest, panel, &A, ko.n_gemm, n_tokens - ko.n_gemm, y + r0,
-                                            n_out, nr);
-                }
-                if (!done) ref_rows(qt, ko, w, n_in, r0, nr, n_out, act, n_tokens, y);
+                kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
+                if (ko.n_gemm) pgemm(panel, &A, 0, ko.n_gemm, y + r0, n_out, nr);
+                prest(panel, &A, ko.n_gemm, n_tokens - ko.n_gemm, y + r0, n_out, nr);
             }
-            free(panel);
+        } else {
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < n_out; r++) ref_rows(qt, ko, w, n_in, r, 1, n_out, act, n_tokens, y);
         }
-        rc = 0;
     }
-    free(u);
-    free(d);
-    free(bs);
-    free(act);
-    return rc;
+    free(buf);
+    return 0;
 }
 
 static int matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
@@ -191,11 +223,11 @@ static int matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, co
         memset(y, 0, (size_t)(n_out * n_tokens) * sizeof(float));
         return 0;
     }
-    if (mode == KILN_NUM_GGML && !is_float_type(wtype)) {
-        const kiln_qtype *qt = kiln_qtype_get(wtype);
-        return qt ? quant_matmul(qt, w, n_in, n_out, x, n_tokens, y, expert) : -1;
-    }
-    return float_matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode);
+    if (mode != KILN_NUM_GGML) return exact_matmul(wtype, w, n_in, n_out, x, n_tokens, y);
+    const kiln_kernels *k = kiln_kernels_get(wtype);
+    if (!k) return -1;
+    if (k->qt.block) return quant_matmul(k, w, n_in, n_out, x, n_tokens, y, expert);
+    return float_ggml(k, wtype, w, n_in, n_out, x, n_tokens, y, wtype != KILN_F32, expert);
 }
 
 int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
@@ -206,4 +238,16 @@ int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, cons
 int kiln_matmul_expert(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                        int64_t n_tokens, float *y, kiln_numeric_mode mode) {
     return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, true);
+}
+
+/* The direct kernels' dispatcher (declared in vecdot.h): it reads the
+ * table, so it lives with the other dispatchers, above the kernels. */
+bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
+                  const void *act, int64_t n_tokens, float *y) {
+    const kiln_kernels *k = kiln_kernels_get(qt->type);
+    const kiln_qrow_fn fn = k && order != KILN_KORDER_GEMM ? k->isa[kiln_isa_now()].direct[order] : NULL;
+    if (!fn) return false;
+#pragma omp parallel
+    kiln_direct_rows(fn, qt, w, n_in, n_out, act, n_tokens, y);
+    return true;
 }

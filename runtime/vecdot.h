@@ -20,12 +20,14 @@
  *                    combination lane by lane - bit for bit the reference;
  *   vecdot_kdirect.c the same numbers for a few tokens (decode, experts),
  *                    from the weights' own blocks, without panels;
- *   vecdot_float.c   f32 products (F16/BF16 weights, and every type in
- *                    KILN_NUM_EXACT mode): y = fmaf chain over k in order,
- *                    the same at every SIMD level; F32 weights in
- *                    KILN_NUM_GGML mode: ggml's x86 orders instead;
- *   vecdot_fdecode.c the same chains for one token, F32/F16/BF16 weights
- *                    read in place (vecdot_simd.h: shared AVX-512 helpers).
+ *   vecdot_float.c   f32 products: every type in KILN_NUM_EXACT mode,
+ *                    y = fmaf chain over k in order, the same at every
+ *                    SIMD level; F32 / F16 / BF16 weights in KILN_NUM_GGML
+ *                    mode: ggml's x86 orders (vec_dot, tinyBLAS) instead;
+ *   vecdot_fdecode.c the exact chains for one token, F32/F16/BF16 weights
+ *                    read in place (vecdot_simd.h: shared AVX-512 helpers);
+ *   kernels.c        the table of which of these runs, per weight type and
+ *                    ISA level (kernels.h, with a glossary of the names).
  *
  * Nothing here prints; buffers are the caller's unless a contract says
  * otherwise. */
@@ -39,18 +41,16 @@
 
 #include "../codec/blocks.h"
 
-/* 64-byte aligned memory for the kernels' buffers (free() releases it),
- * or NULL. */
-static inline void *kiln_alloc64(size_t n) {
-    return aligned_alloc(64, (n + 63) / 64 * 64);
-}
-
 /* ---- activation conversion (act_quant.c) ---------------------------- */
 
 /* ggml's x86 quantize_row_q8_0 (the CPU backend's from_float for Q8_0):
  * d = amax / 127 stored as fp16, q = x * (127 / amax) rounded to nearest
  * even (not the reference quantizer's 1/d and roundf). n % 32 == 0. */
 void kiln_act_q8_0(const float *x, kiln_block_q8_0 *y, int64_t n);
+
+/* ggml's x86 quantize_row_q8_1 (AVX2): kiln_act_q8_0's d and levels,
+ * and s = d * (sum of the levels) as fp16. n % 32 == 0. */
+void kiln_act_q8_1(const float *x, kiln_block_q8_1 *y, int64_t n);
 
 /* Q8_K as ggml's CPU backend makes it on x86: quantize_row_q8_K_ref,
  * bsums included. n % 256 == 0. */
@@ -67,22 +67,20 @@ void kiln_act_q8_k_x4(const float *x, kiln_block_q8_k *y, int64_t n);
 void kiln_act_round_f16(const float *x, float *y, int64_t n);
 void kiln_act_round_bf16(const float *x, float *y, int64_t n);
 
-/* ---- reference dot products (vecdot_legacy.c, vecdot_k.c, vecdot_iq2.c) */
+/* ---- reference dot products (vecdot_legacy.c; the Q8_K types' is
+ * kiln_kdot_ref, vecdot_korder.c) */
 
 /* One row of n weights (blocks of the weight type) against n activations
- * already converted to the type's vec_dot_type (Q8_0 or Q8_K blocks). */
+ * already converted to the type's vec_dot_type (Q8_0 blocks). */
 typedef float (*kiln_vec_dot_fn)(int64_t n, const void *w, const void *act);
 
 float kiln_vec_dot_q8_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q4_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q5_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_q2_k(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_q3_k(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_q4_k(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_q5_k(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_q6_k(int64_t n, const void *w, const void *act);
-float kiln_vec_dot_iq2_xxs(int64_t n, const void *w, const void *act);
+/* Q4_1 and Q5_1 take Q8_1 activations (ggml's x86 AVX2 order). */
+float kiln_vec_dot_q4_1(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_q5_1(int64_t n, const void *w, const void *act);
 
 /* 256 weights as integers, for the panel kernels: one k-quant / i-quant
  * super-block (weight p = d[0] * sc[p/16] * q[p] - dmin * mn[p/16], the
@@ -156,11 +154,12 @@ typedef enum kiln_korder {
 /* Everything the GGML-mode path needs to know about a weight type. */
 typedef struct kiln_qtype {
     uint32_t type;
-    uint32_t act_type;   /* KILN_Q8_0 or KILN_Q8_K */
+    uint32_t act_type;   /* KILN_Q8_0, KILN_Q8_1 or KILN_Q8_K */
     int block;           /* weights per block: 32 or 256 */
     int block_bytes;     /* bytes per weight block */
     int act_bytes;       /* bytes per activation block */
-    kiln_vec_dot_fn dot; /* the vec_dot order */
+    kiln_vec_dot_fn dot; /* the vec_dot order; NULL for Q8_K types, whose
+                          * every order is kiln_kdot_ref */
     kiln_unpack_fn unpack;
     kiln_combine comb;
     int gemm_chunks;     /* repacked types: 32-weight chunks per gemm fma; else 0 */
@@ -176,7 +175,7 @@ float kiln_kdot_ref(int64_t n, const void *w, const kiln_qtype *qt, kiln_korder 
 bool kiln_qtype_repacked(const kiln_qtype *qt, int64_t n_out);
 
 /* The entry for a quantized weight type, or NULL when KILN_NUM_GGML has
- * no kernel for it (vecdot_panel.c holds the table). */
+ * no kernel for it (the table in kernels.c holds it). */
 const kiln_qtype *kiln_qtype_get(uint32_t type);
 
 /* ---- panels: 16 interleaved rows (vecdot_panel.c) -------------------- */
@@ -229,26 +228,13 @@ void kiln_panel_pack(const kiln_qtype *qt, const void *w, int64_t n_in, int64_t 
 /* Bytes of one panel (16 rows of n_in weights). */
 int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in);
 
-/* ---- panel kernels (vecdot_qgemm.c) ----------------------------------- */
-
-/* y[t * ldy + r] for r < n_rows (<= 16) and t < n_tokens: panel rows
- * against tokens [0, n_tokens) of `act`, in `order` (k-quants only).
- * Needs AVX2 at least; picks the VNNI kernel when the CPU has it. Equal
- * to the reference dot products bit for bit. Returns false when no SIMD
- * kernel runs on this CPU. */
-bool kiln_qgemm_panel(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *act,
-                      int64_t t0, int64_t n_tokens, float *y, int64_t ldy, int n_rows);
-
 /* ---- a few tokens, weights read in place (vecdot_kdirect.c) ---------- */
-
-/* Above this many tokens (with none in the gemm order) the panels win:
- * packing a panel costs about one token's products per row. */
-#define KILN_KDIRECT_TOKENS 8
 
 /* y[t * n_out + r] for every row and token, `act` being the tokens'
  * converted activations (n_tokens rows of Q8_0 / Q8_K blocks): Q8_K types
  * in `order` (KILN_KORDER_VECDOT or KILN_KORDER_GEMV), Q8_0 types in
- * qt->dot's order, from the weights' own blocks. Equal to kiln_kdot_ref /
+ * qt->dot's order, from the weights' own blocks, with the kernel the
+ * table in kernels.c names for this level. Equal to kiln_kdot_ref /
  * qt->dot bit for bit; OpenMP inside. Returns false, doing nothing, below
  * AVX2 or for an order or type it does not cover. */
 bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
@@ -256,58 +242,31 @@ bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_
 
 /* ---- f32 products (vecdot_float.c) ------------------------------------ */
 
-/* The defining order: acc = fmaf(w[k], x[k], acc) for k = 0..n-1 from
- * acc = 0. Every SIMD path computes exactly this for every output. */
-float kiln_fdot_chain(const float *w, const float *x, int64_t n);
-
 /* Produces rows [r0, r0 + nr) of a weight matrix as f32, columns
  * [k0, k0 + nk): dst[i * ld + j] = W[r0 + i][k0 + j]. k0 and nk are
  * multiples of the block size. */
 typedef void (*kiln_rows_f32_fn)(const void *ctx, int64_t r0, int64_t nr, int64_t k0, int64_t nk,
                                  float *dst, int64_t ld);
 
-/* y[t * n_out + r] = kiln_fdot_chain(W[r], x[t]) for every row and token,
- * with W delivered by `rows` (OpenMP inside). x is n_tokens x n_in. */
-void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
-                const float *x, int64_t n_tokens, float *y);
+/* y[t * n_out + r] = the fmaf chain acc = fmaf(W[r][k], x[t][k], acc) for
+ * k = 0..n_in-1 from acc = 0, for every row and token, with W delivered
+ * by `rows` (OpenMP inside); every SIMD level computes exactly this. x is
+ * n_tokens x n_in. Returns 0, or -1 when its buffers cannot be had (y is
+ * then untouched). */
+int kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
+               const float *x, int64_t n_tokens, float *y);
 
-/* F32 weights in KILN_NUM_GGML mode take the orders of llama.cpp's x86
- * AVX-512 build instead of the chain (vecdot_float.c):
- *   kiln_fdot_ggml_tiny - llamafile's tinyBLAS, which ggml uses for two
- *     tokens or more when n % 16 == 0: 16 lanes, acc[l] = fmaf(w[k], x[k],
- *     acc[l]) for k = l mod 16, then _mm512_reduce_add_ps's tree (lanes
- *     l + l+8, then l + l+4, then (0+2) + (1+3));
- *   kiln_fdot_ggml_vec - ggml_vec_dot_f32 (AVX-512) otherwise: four 16-lane
- *     accumulators over 64 values a step, combined (a0+a2) + (a1+a3), the
- *     same tree, then the n % 64 leftovers as s = fmaf(w, x, s) (gcc
- *     contracts ggml's s += w * x).
- * kiln_fgemm_ggml_f32 picks between them as ggml does, so in this mode an
- * F32 output depends on whether it is one token or several. w is row-major
- * n_out x n_in; OpenMP inside; every SIMD level gives the same bits. */
-float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n);
-float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n);
-void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
-                         int64_t n_tokens, float *y);
-
-/* F32, F16 and BF16 weights (type) in KILN_NUM_GGML mode: as ggml's x86
- * AVX-512 build (without AVX512_BF16) multiplies them, x being the
- * activations already rounded to the weight's f16 / bf16 (products of
- * such values are exact in f32). tinyBLAS's order (kiln_fdot_ggml_tiny on
- * the widened weights) for 2+ tokens when n_in % 16 == 0 and
- * n_out % 4 == 0, unless vec_only (ggml_mul_mat_id, the expert products,
- * never uses it); otherwise the type's ggml_vec_dot: _f32 as
- * kiln_fdot_ggml_vec, _f16 the same blocks with the leftover products
- * added in double, _bf16 two 16-lane accumulators over blocks of 32,
- * each reduced into a double, the leftovers in double. w is n_out rows of
- * n_in weights; OpenMP inside; every SIMD level gives the same bits.
- * Returns 0, or -1 for another type or when out of memory. */
+/* F32, F16 and BF16 weights (type) in KILN_NUM_GGML mode (matmul.c): as
+ * ggml's x86 AVX-512 build (without AVX512_BF16) multiplies them, x being
+ * the activations already rounded to the weight's f16 / bf16 (products of
+ * such values are exact in f32). tinyBLAS's order for 2+ tokens when
+ * n_in % 16 == 0 and n_out % 4 == 0, unless vec_only (ggml_mul_mat_id,
+ * the expert products, never uses it); otherwise the type's
+ * ggml_vec_dot. The kernels and their orders: the table in kernels.c and
+ * vecdot_float.c. w is n_out rows of n_in weights; OpenMP inside; every
+ * SIMD level gives the same bits. Returns 0, or -1 for another type or
+ * when out of memory. */
 int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
                     float *y, bool vec_only);
-
-/* One token against F32 / F16 / BF16 weights read in place
- * (vecdot_fdecode.c): y[r] = kiln_fdot_chain(W[r], x), OpenMP inside.
- * Returns false, doing nothing, below AVX-512 or for other types. */
-bool kiln_fdecode(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                  float *y);
 
 #endif

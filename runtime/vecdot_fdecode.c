@@ -10,8 +10,9 @@
  * are read once, row by row in 64-byte pieces.
  *
  * Not here: several tokens (kiln_fgemm) and quantized weights in
- * KILN_NUM_EXACT mode (dequantized through kiln_fgemm). */
-#include "vecdot.h"
+ * KILN_NUM_EXACT mode (dequantized through kiln_fgemm); the table in
+ * kernels.c names this kernel for the AVX-512 levels. */
+#include "kernels.h"
 
 #include "../core/cpu.h"
 #include "../core/types.h"
@@ -80,16 +81,9 @@ KILN_AVX512 static void fdecode_avx512(uint32_t type, const uint8_t *w, int64_t 
         else groups(KILN_F32, w, row_bytes, n_in, r0, step, x, y);
     }
 }
-#endif
 
-bool kiln_fdecode(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                  float *y) {
-#ifdef __x86_64__
-    if (kiln_simd() < KILN_SIMD_AVX512 || (type != KILN_F32 && type != KILN_F16 && type != KILN_BF16))
-        return false;
+/* The table's exact_decode for F32 / F16 / BF16 at the AVX-512 levels. */
+void kiln_fdecode_avx512(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, float *y) {
     fdecode_avx512(type, w, (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in), n_in, n_out, x, y);
-    return true;
-#else
-    return false;
-#endif
 }
+#endif

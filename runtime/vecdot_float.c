@@ -5,7 +5,8 @@
  *
  * Used for every type in KILN_NUM_EXACT mode (after dequantization).
  * The end of the file holds the other family: F32 / F16 / BF16 weights in
- * KILN_NUM_GGML mode, summed in ggml's orders (kiln_fgemm_ggml). A serial chain
+ * KILN_NUM_GGML mode, summed in ggml's orders (kiln_fggml_*, named by the
+ * table in kernels.c and run by matmul.c's kiln_fgemm_ggml). A serial chain
  * per output is the order that a register-blocked GEMM computes naturally
  * when one SIMD lane holds one output row: weights are repacked into
  * panels P[k][16 rows], activations into X[k][24 tokens], and the
@@ -17,13 +18,18 @@
  * F16 / BF16 weights matmul.c sends it to vecdot_fdecode.c, which skips
  * the repacking altogether.
  *
- * kiln_fgemm_ggml has AVX-512 kernels (16-lane accumulators, as ggml's) and
+ * The ggml orders have AVX-512 kernels (16-lane accumulators, as ggml's) and
  * AVX2 ones that hold each 16-lane accumulator in two ymm and run every
  * lane's chain unchanged, so all levels give the scalar reference's bits.
  *
+ * Buffers: kiln_fgemm makes one allocation (kiln_kernel_alloc) before
+ * its OpenMP region and returns -1 if it is refused; the kiln_fggml_*
+ * kernels run inside the caller's region on the per-thread scratch it
+ * hands them.
+ *
  * Not here: where the f32 rows come from (the caller's callback does the
  * dequantization) and activation rounding (matmul.c). */
-#include "vecdot.h"
+#include "kernels.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
@@ -46,7 +52,9 @@
 #define TB 24  /* tokens per packed activation block */
 #define KC 512 /* k per block: a multiple of every block size */
 
-float kiln_fdot_chain(const float *w, const float *x, int64_t n) {
+/* The defining order: acc = fmaf(w[k], x[k], acc) for k = 0..n-1 from
+ * acc = 0. Every SIMD path computes exactly this for every output. */
+static float fdot_chain(const float *w, const float *x, int64_t n) {
     float acc = 0;
     for (int64_t k = 0; k < n; k++) acc = fmaf(w[k], x[k], acc);
     return acc;
@@ -184,20 +192,25 @@ AVX2 static void block_avx2(const float *P, const float *X, int64_t nk, int n_to
 }
 #endif
 
-/* The scalar level is the definition itself, row by row. */
+/* The scalar level is the definition itself, row by row; rowbuf holds
+ * n_in floats for each of omp_get_max_threads() threads. */
 static void fgemm_scalar(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
-                         const float *x, int64_t n_tokens, float *y) {
+                         const float *x, int64_t n_tokens, float *y, float *rowbuf) {
 #pragma omp parallel
     {
-        float *row = malloc((size_t)n_in * sizeof(float));
+        float *row = rowbuf + (int64_t)omp_get_thread_num() * n_in;
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < n_out; r++) {
-            if (!row) continue;
             rows(ctx, r, 1, 0, n_in, row, n_in);
-            for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = kiln_fdot_chain(row, x + t * n_in, n_in);
+            for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = fdot_chain(row, x + t * n_in, n_in);
         }
-        free(row);
     }
+}
+
+/* n floats rounded up to whole 64-byte lines, so that buffers carved
+ * one after another out of one allocation stay aligned. */
+static int64_t lines16(int64_t n) {
+    return (n + 15) / 16 * 16;
 }
 
 /* What one thread needs for the SIMD path. */
@@ -248,15 +261,25 @@ static void fstep(const fjob *j, int64_t p, int64_t p1, int64_t k0) {
 #endif
 }
 
-void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
-                const float *x, int64_t n_tokens, float *y) {
-    kiln_simd_level lv = kiln_simd();
-    const int64_t ntb = (n_tokens + TB - 1) / TB;
-    float *X = lv > KILN_SIMD_SCALAR ? kiln_alloc64((size_t)(ntb * n_in * TB) * sizeof(float)) : NULL;
-    if (!X) {
-        fgemm_scalar(rows, ctx, n_in, n_out, x, n_tokens, y);
-        return;
+int kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_out,
+               const float *x, int64_t n_tokens, float *y) {
+    const kiln_simd_level lv = kiln_simd();
+    const int64_t nth = omp_get_max_threads();
+    if (lv == KILN_SIMD_SCALAR) {
+        float *rowbuf = kiln_kernel_alloc((size_t)(nth * n_in) * sizeof(float));
+        if (!rowbuf) return -1;
+        fgemm_scalar(rows, ctx, n_in, n_out, x, n_tokens, y, rowbuf);
+        free(rowbuf);
+        return 0;
     }
+    /* One token cannot fill the registers and each chain is serial, so
+     * four panels run side by side instead. */
+    const int G = n_tokens == 1 && lv >= KILN_SIMD_AVX512 ? 4 : 1;
+    /* the packed tokens, then each thread's W x KC rows and G panels */
+    const int64_t ntb = (n_tokens + TB - 1) / TB, x_floats = lines16(ntb * n_in * TB);
+    const int64_t thread_floats = (int64_t)W * KC * (1 + G);
+    float *X = kiln_kernel_alloc((size_t)(x_floats + nth * thread_floats) * sizeof(float));
+    if (!X) return -1;
     /* Many tokens: k blocks outermost, so that the activations of one
      * block (n_tokens x KC floats) stay in L2 while every panel of the
      * thread passes over them. Few tokens: each panel's rows are read
@@ -268,27 +291,20 @@ void kiln_fgemm(kiln_rows_f32_fn rows, const void *ctx, int64_t n_in, int64_t n_
         for (int64_t tb = 0; tb < ntb; tb++) pack_tokens(x, n_in, n_tokens, tb, X + tb * n_in * TB);
 
         const int64_t np = (n_out + W - 1) / W;
-        const int nth = omp_get_num_threads(), me = omp_get_thread_num();
-        const int64_t p0 = np * me / nth, p1 = np * (me + 1) / nth;
-        /* One token cannot fill the registers and each chain is serial, so
-         * four panels run side by side instead. */
-        fjob j = {rows, ctx, n_in, n_out, n_tokens, ntb, X, y, lv,
-                  n_tokens == 1 && lv >= KILN_SIMD_AVX512 ? 4 : 1, NULL, NULL};
-        j.tmp = kiln_alloc64(W * KC * sizeof(float));
-        j.P = kiln_alloc64((size_t)j.G * W * KC * sizeof(float));
-        if (j.tmp && j.P) {
-            if (k_outer) {
-                for (int64_t k0 = 0; k0 < n_in; k0 += KC)
-                    for (int64_t p = p0; p < p1; p += j.G) fstep(&j, p, p1, k0);
-            } else {
-                for (int64_t p = p0; p < p1; p += j.G)
-                    for (int64_t k0 = 0; k0 < n_in; k0 += KC) fstep(&j, p, p1, k0);
-            }
+        const int team = omp_get_num_threads(), me = omp_get_thread_num();
+        const int64_t p0 = np * me / team, p1 = np * (me + 1) / team;
+        float *mine = X + x_floats + me * thread_floats;
+        fjob j = {rows, ctx, n_in, n_out, n_tokens, ntb, X, y, lv, G, mine, mine + W * KC};
+        if (k_outer) {
+            for (int64_t k0 = 0; k0 < n_in; k0 += KC)
+                for (int64_t p = p0; p < p1; p += j.G) fstep(&j, p, p1, k0);
+        } else {
+            for (int64_t p = p0; p < p1; p += j.G)
+                for (int64_t k0 = 0; k0 < n_in; k0 += KC) fstep(&j, p, p1, k0);
         }
-        free(j.tmp);
-        free(j.P);
     }
     free(X);
+    return 0;
 }
 
 /* ---- F32 / F16 / BF16 weights in KILN_NUM_GGML mode: ggml's orders ---- */
@@ -313,7 +329,10 @@ static float vec4x16(const float *w, const float *x, int64_t np) {
     return reduce16(v);
 }
 
-float kiln_fdot_ggml_vec(const float *w, const float *x, int64_t n) {
+/* ggml_vec_dot_f32 (AVX-512): four 16-lane accumulators over 64 values a
+ * step, combined (a0+a2) + (a1+a3), reduce16's tree, then the n % 64
+ * leftovers as s = fmaf(w, x, s) (gcc contracts ggml's s += w * x). */
+static float vec_f32_ref(const float *w, const float *x, int64_t n) {
     const int64_t np = n & ~(int64_t)63;
     float s = vec4x16(w, x, np);
     for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
@@ -346,7 +365,10 @@ static float vec_bf16_ref(const float *w, const float *x, int64_t n) {
     return (float)s;
 }
 
-float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n) {
+/* llamafile's tinyBLAS (ggml's choice for two tokens or more when
+ * n % 16 == 0): 16 lanes, acc[l] = fmaf(w[k], x[k], acc[l]) for
+ * k = l mod 16, then reduce16. */
+static float tiny_ref(const float *w, const float *x, int64_t n) {
     float acc[16] = {0};
     for (int64_t k = 0; k < n; k += 16)
         for (int l = 0; l < 16; l++) acc[l] = fmaf(w[k + l], x[k + l], acc[l]);
@@ -355,7 +377,7 @@ float kiln_fdot_ggml_tiny(const float *w, const float *x, int64_t n) {
 
 static float vec_ref(uint32_t type, const float *w, const float *x, int64_t n) {
     return type == KILN_F16 ? vec_f16_ref(w, x, n) : type == KILN_BF16 ? vec_bf16_ref(w, x, n)
-                                                                       : kiln_fdot_ggml_vec(w, x, n);
+                                                                       : vec_f32_ref(w, x, n);
 }
 
 #ifdef __x86_64__
@@ -408,10 +430,10 @@ AVX512 INLINE void tiny_tile(uint32_t type, const uint8_t *w, int64_t row_bytes,
         for (int j = 0; j < TN; j++) y[(t0 + j) * n_out + r0 + i] = reduce16_avx512(acc[i][j]);
 }
 
-AVX512 static void tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                               int64_t n_out, int64_t n_tokens, float *y) {
+AVX512 void kiln_fggml_tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                                  int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
     const int64_t nrb = (n_out + 3) / 4, ntb = (n_tokens + 3) / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int64_t b = 0; b < nrb * ntb; b++) {
         const int64_t r0 = b % nrb * 4, t0 = b / nrb * 4;
         const int RN = n_out - r0 < 4 ? (int)(n_out - r0) : 4, TN = n_tokens - t0 < 4 ? (int)(n_tokens - t0) : 4;
@@ -460,9 +482,9 @@ AVX512 INLINE float vec_avx512(uint32_t type, const void *w, const float *x, int
     return s;
 }
 
-AVX512 static void vec_rows_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                                   int64_t n_out, int64_t n_tokens, float *y) {
-#pragma omp parallel for schedule(static)
+AVX512 void kiln_fggml_vec_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                                 int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
+#pragma omp for schedule(static)
     for (int64_t r = 0; r < n_out; r++) {
         const uint8_t *wr = w + r * row_bytes;
         for (int64_t t = 0; t < n_tokens; t++) {
@@ -533,11 +555,11 @@ AVX2 INLINE float vec_avx2(uint32_t type, const void *w, const float *x, int64_t
 }
 
 /* One token (decode) or shapes tinyBLAS declines: row by row, as
- * vec_rows_avx512. One token is a pass over the weights, which the row
+ * kiln_fggml_vec_avx512. One token is a pass over the weights, which the row
  * order reads front to back. */
-AVX2 static void vec_rows_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                               int64_t n_out, int64_t n_tokens, float *y) {
-#pragma omp parallel for schedule(static)
+AVX2 void kiln_fggml_vec_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                              int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
+#pragma omp for schedule(static)
     for (int64_t r = 0; r < n_out; r++) {
         const uint8_t *wr = w + r * row_bytes;
         for (int64_t t = 0; t < n_tokens; t++) {
@@ -607,69 +629,65 @@ static int64_t tiny_big_rows(int64_t n) {
     return r < TQ_ROWS ? TQ_ROWS : r > 64 ? 64 : r;
 }
 
-/* Floats of tiny_avx2's buffer per thread: the widened rows, then the
- * partial sums of one sub-block. */
-static int64_t tiny_thread_floats(int64_t n) {
+/* Floats of kiln_fggml_tiny_avx2's scratch per thread: the widened rows,
+ * then the partial sums of one sub-block. */
+int64_t kiln_fggml_tiny_avx2_scratch(uint32_t type, int64_t n) {
     return tiny_big_rows(n) * tiny_ldw(n) + TQ_TOK * TQ_ROWS * 16;
 }
 
 /* tinyBLAS's order for n_out % 4 == 0, n % 16 == 0. Unlike the AVX-512
  * version, which converts F16 / BF16 inside its tiles, each thread widens
  * (F32: copies) a block of tiny_big_rows rows once, at the stride
- * tiny_ldw, and runs every token against it: a block of tokens at a time
- * (their activations stay in L2 while every TQ_ROWS sub-block of the rows
- * passes over them), for a sub-block k chunk by k chunk. buf holds
- * tiny_thread_floats(n) floats a thread, 64-byte aligned. */
-AVX2 static void tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                           int64_t n_out, int64_t n_tokens, float *y, float *buf) {
+ * tiny_ldw, into its scratch, and runs every token against it: a block of
+ * tokens at a time (their activations stay in L2 while every TQ_ROWS
+ * sub-block of the rows passes over them), for a sub-block k chunk by k
+ * chunk. */
+AVX2 void kiln_fggml_tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                               int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
     const int64_t big = tiny_big_rows(n), nrb = (n_out + big - 1) / big, ldw = tiny_ldw(n);
     /* tokens per block: their activations take <= 192 KiB of L2 */
     int64_t tok = 48 * 1024 / n / 3 * 3;
     tok = tok < 3 ? 3 : tok > TQ_TOK ? TQ_TOK : tok;
-#pragma omp parallel
-    {
-        float *wide = buf + (int64_t)omp_get_thread_num() * tiny_thread_floats(n);
-        float *part = wide + big * ldw;
+    float *wide = scratch, *part = wide + big * ldw;
 #pragma omp for schedule(static)
-        for (int64_t b = 0; b < nrb; b++) {
-            /* n_out % 4 == 0: every block is whole tiles */
-            const int64_t r0 = b * big, nr = n_out - r0 < big ? n_out - r0 : big;
-            for (int64_t i = 0; i < nr; i++) {
-                const uint8_t *wr = w + (r0 + i) * row_bytes;
-                float *dst = wide + i * ldw;
-                if (type == KILN_F16)
-                    for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_F16, wr, k));
-                else if (type == KILN_BF16)
-                    for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_BF16, wr, k));
-                else
-                    memcpy(dst, wr, (size_t)n * sizeof(float));
-            }
-            for (int64_t tb = 0; tb < n_tokens; tb += tok) {
-                const int64_t nt = n_tokens - tb < tok ? n_tokens - tb : tok;
-                for (int64_t s0 = 0; s0 < nr; s0 += TQ_ROWS) {
-                    const int64_t ns = nr - s0 < TQ_ROWS ? nr - s0 : TQ_ROWS;
-                    const float *ws = wide + s0 * ldw;
-                    memset(part, 0, (size_t)((nt + 2) / 3 * 3 * TQ_ROWS * 16) * sizeof(float));
-                    for (int64_t k0 = 0; k0 < n; k0 += TQ_KB) {
-                        const int64_t nk = n - k0 < TQ_KB ? n - k0 : TQ_KB;
-                        for (int64_t t = 0; t < nt; t += 3) {
-                            const int TN = nt - t < 3 ? (int)(nt - t) : 3;
-                            const float *xt = x + (tb + t) * n;
-                            float *pt = part + t * TQ_ROWS * 16; /* tiles of 4 rows: 4 * 3 * 16 floats */
-                            for (int64_t i = 0; i < ns; i += 4) {
-                                float *p = pt + i * 48;
-                                if (TN == 3) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 3, p);
-                                else if (TN == 2) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 2, p);
-                                else tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 1, p);
-                            }
+    for (int64_t b = 0; b < nrb; b++) {
+        /* n_out % 4 == 0: every block is whole tiles */
+        const int64_t r0 = b * big, nr = n_out - r0 < big ? n_out - r0 : big;
+        for (int64_t i = 0; i < nr; i++) {
+            const uint8_t *wr = w + (r0 + i) * row_bytes;
+            float *dst = wide + i * ldw;
+            if (type == KILN_F16)
+                for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_F16, wr, k));
+            else if (type == KILN_BF16)
+                for (int64_t k = 0; k < n; k += 8) _mm256_store_ps(dst + k, wload8(KILN_BF16, wr, k));
+            else
+                memcpy(dst, wr, (size_t)n * sizeof(float));
+        }
+        for (int64_t tb = 0; tb < n_tokens; tb += tok) {
+            const int64_t nt = n_tokens - tb < tok ? n_tokens - tb : tok;
+            for (int64_t s0 = 0; s0 < nr; s0 += TQ_ROWS) {
+                const int64_t ns = nr - s0 < TQ_ROWS ? nr - s0 : TQ_ROWS;
+                const float *ws = wide + s0 * ldw;
+                memset(part, 0, (size_t)((nt + 2) / 3 * 3 * TQ_ROWS * 16) * sizeof(float));
+                for (int64_t k0 = 0; k0 < n; k0 += TQ_KB) {
+                    const int64_t nk = n - k0 < TQ_KB ? n - k0 : TQ_KB;
+                    for (int64_t t = 0; t < nt; t += 3) {
+                        const int TN = nt - t < 3 ? (int)(nt - t) : 3;
+                        const float *xt = x + (tb + t) * n;
+                        float *pt = part + t * TQ_ROWS * 16; /* tiles of 4 rows: 4 * 3 * 16 floats */
+                        for (int64_t i = 0; i < ns; i += 4) {
+                            float *p = pt + i * 48;
+                            if (TN == 3) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 3, p);
+                            else if (TN == 2) tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 2, p);
+                            else tiny_tile_avx2(ws + i * ldw, ldw, xt, n, k0, nk, 1, p);
                         }
                     }
-                    for (int64_t t = 0; t < nt; t++)
-                        for (int64_t i = 0; i < ns; i++) {
-                            const float *p = part + (t / 3 * 3 * TQ_ROWS + i / 4 * 12 + i % 4 * 3 + t % 3) * 16;
-                            y[(tb + t) * n_out + r0 + s0 + i] = reduce16_avx2(_mm256_load_ps(p), _mm256_load_ps(p + 8));
-                        }
                 }
+                for (int64_t t = 0; t < nt; t++)
+                    for (int64_t i = 0; i < ns; i++) {
+                        const float *p = part + (t / 3 * 3 * TQ_ROWS + i / 4 * 12 + i % 4 * 3 + t % 3) * 16;
+                        y[(tb + t) * n_out + r0 + s0 + i] = reduce16_avx2(_mm256_load_ps(p), _mm256_load_ps(p + 8));
+                    }
             }
         }
     }
@@ -677,64 +695,33 @@ AVX2 static void tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, c
 
 #endif
 
-/* At the scalar level (and should tiny_avx2's buffer be refused): the
- * reference functions, F16 / BF16 rows widened to f32 first into rows_buf
- * (omp_get_max_threads() rows of n). */
+/* The scalar level: the reference functions, F16 / BF16 rows widened to
+ * f32 first into this thread's scratch (n floats). */
 static void ggml_rows_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                          int64_t n_out, int64_t n_tokens, float *y, bool tiny, float *rows_buf) {
-#pragma omp parallel
-    {
-        float *row = rows_buf ? rows_buf + (int64_t)omp_get_thread_num() * n : NULL;
+                          int64_t n_out, int64_t n_tokens, float *y, bool tiny, float *row) {
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < n_out; r++) {
-            const float *wr = (const float *)(w + r * row_bytes);
-            if (row) {
-                const uint16_t *h = (const uint16_t *)(w + r * row_bytes);
-                for (int64_t k = 0; k < n; k++)
-                    row[k] = type == KILN_F16 ? kiln_fp16_to_fp32(h[k]) : kiln_bf16_to_fp32(h[k]);
-                wr = row;
-            }
-            for (int64_t t = 0; t < n_tokens; t++)
-                y[t * n_out + r] = tiny ? kiln_fdot_ggml_tiny(wr, x + t * n, n) : vec_ref(type, wr, x + t * n, n);
+    for (int64_t r = 0; r < n_out; r++) {
+        const float *wr = (const float *)(w + r * row_bytes);
+        if (type != KILN_F32) {
+            const uint16_t *h = (const uint16_t *)(w + r * row_bytes);
+            for (int64_t k = 0; k < n; k++) row[k] = type == KILN_F16 ? kiln_fp16_to_fp32(h[k]) : kiln_bf16_to_fp32(h[k]);
+            wr = row;
         }
+        for (int64_t t = 0; t < n_tokens; t++)
+            y[t * n_out + r] = tiny ? tiny_ref(wr, x + t * n, n) : vec_ref(type, wr, x + t * n, n);
     }
 }
 
-int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
-                    float *y, bool vec_only) {
-    if (type != KILN_F32 && type != KILN_F16 && type != KILN_BF16) return -1;
-    const int64_t row_bytes = n_in * (type == KILN_F32 ? 4 : 2);
-    /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
-     * shape (k whole vectors, m whole 4-row tiles); mul_mat_id never */
-    const bool tiny = !vec_only && n_tokens >= 2 && n_in % 16 == 0 && n_out % 4 == 0;
-#ifdef __x86_64__
-    if (kiln_simd() >= KILN_SIMD_AVX512) {
-        if (tiny) tiny_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
-        else vec_rows_avx512(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
-        return 0;
-    }
-    if (kiln_simd() == KILN_SIMD_AVX2) {
-        if (!tiny) {
-            vec_rows_avx2(type, w, row_bytes, x, n_in, n_out, n_tokens, y);
-            return 0;
-        }
-        float *buf = kiln_alloc64((size_t)(omp_get_max_threads() * tiny_thread_floats(n_in)) * sizeof(float));
-        if (buf) {
-            tiny_avx2(type, w, row_bytes, x, n_in, n_out, n_tokens, y, buf);
-            free(buf);
-            return 0;
-        }
-    }
-#endif
-    float *rows_buf = NULL;
-    if (type != KILN_F32 && !(rows_buf = malloc((size_t)(omp_get_max_threads() * n_in) * sizeof(float))))
-        return -1;
-    ggml_rows_ref(type, w, row_bytes, x, n_in, n_out, n_tokens, y, tiny, rows_buf);
-    free(rows_buf);
-    return 0;
+int64_t kiln_fggml_ref_scratch(uint32_t type, int64_t n) {
+    return type == KILN_F32 ? 0 : n;
 }
 
-void kiln_fgemm_ggml_f32(const float *w, int64_t n_in, int64_t n_out, const float *x,
-                         int64_t n_tokens, float *y) {
-    kiln_fgemm_ggml(KILN_F32, w, n_in, n_out, x, n_tokens, y, false);
+void kiln_fggml_vec_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_out,
+                        int64_t n_tokens, float *y, float *scratch) {
+    ggml_rows_ref(type, w, row_bytes, x, n, n_out, n_tokens, y, false, scratch);
+}
+
+void kiln_fggml_tiny_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                         int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
+    ggml_rows_ref(type, w, row_bytes, x, n, n_out, n_tokens, y, true, scratch);
 }

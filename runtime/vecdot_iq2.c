@@ -69,7 +69,3 @@ void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out) {
     out->d[0] = kiln_fp16_to_fp32(b->d);
     out->dmin = 0;
 }
-
-float kiln_vec_dot_iq2_xxs(int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, kiln_qtype_get(KILN_IQ2_XXS), KILN_KORDER_VECDOT, act);
-}

@@ -175,12 +175,3 @@ void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out) {
     out->d[0] = out->dmin = kiln_fp16_to_fp32(b->d);
 }
 
-static float kdot(uint32_t type, int64_t n, const void *w, const void *act) {
-    return kiln_kdot_ref(n, w, kiln_qtype_get(type), KILN_KORDER_VECDOT, act);
-}
-
-float kiln_vec_dot_q2_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q2_K, n, w, act); }
-float kiln_vec_dot_q3_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q3_K, n, w, act); }
-float kiln_vec_dot_q4_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q4_K, n, w, act); }
-float kiln_vec_dot_q5_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q5_K, n, w, act); }
-float kiln_vec_dot_q6_k(int64_t n, const void *w, const void *act) { return kdot(KILN_Q6_K, n, w, act); }

@@ -26,14 +26,19 @@
  * operation is the reference's own (vfmadd = fmaf, cvtdq2ps = (float)), so
  * the outputs equal kiln_kdot_ref / qt->dot bit for bit (tests/
  * test_kdirect.c). matmul.c sends here the products whose tokens all take
- * the vec_dot or gemv order and are few (KILN_KDIRECT_TOKENS); the gemm
+ * the vec_dot or gemv order and are few (direct_tokens in the table of
+ * kernels.c, which names the kernels at the end of this file); the gemm
  * order and long runs of tokens stay with the panels. CPUs with AVX-512
  * run the AVX2 code (no AVX-512 / VNNI variant yet: a one-token product
  * is dominated by decoding the blocks and reading the weights, which
  * 512-bit registers would help less than the panels' multiply-adds). */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#else
 #pragma GCC optimize("fp-contract=off")
+#endif
 
-#include "vecdot.h"
+#include "kernels.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
@@ -42,15 +47,15 @@
 
 #include <string.h>
 
+/* Tokens sharing one decoded weight block (more would spill the
+ * accumulators and levels out of the 16 ymm registers). */
+#define GROUP 4
+
 #ifdef __x86_64__
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
-
-/* Tokens sharing one decoded weight block (more would spill the
- * accumulators and levels out of the 16 ymm registers). */
-#define GROUP 4
 
 /* One token's float state for one output, in the reference's variables. */
 typedef struct kacc {
@@ -240,29 +245,22 @@ AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder
     for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = k_finish(comb, order, &s[k]);
 }
 
-/* One case per type, so that each krow_group is compiled with its comb
- * and order constant. */
-#define KCASE(C)                                                                   \
-    case C:                                                                        \
-        if (order == KILN_KORDER_GEMV)                                             \
-            krow_group(qt, C, KILN_KORDER_GEMV, w, nb, act, t0, nt, y, ldy);       \
-        else krow_group(qt, C, KILN_KORDER_VECDOT, w, nb, act, t0, nt, y, ldy);    \
-        return;
-
-AVX2 static void krow(const kiln_qtype *qt, kiln_korder order, const uint8_t *w, int64_t nb,
-                      const kiln_block_q8_k *act, int64_t t0, int nt, float *y, int64_t ldy) {
-    switch (qt->comb) {
-        KCASE(KILN_COMB_K)
-        KCASE(KILN_COMB_K_Q6)
-        KCASE(KILN_COMB_K_Q2)
-        KCASE(KILN_COMB_K_Q4)
-        KCASE(KILN_COMB_K_Q5)
-        KCASE(KILN_COMB_IQ2)
-    default:
-        return; /* not covered() */
+/* The kernels kernels.c names: one instance per type and order, so
+ * that each krow_group is compiled with its comb and order constant. */
+#define KROW(NAME, COMB, ORDER)                                                                             \
+    AVX2 void NAME(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0, int nt, \
+                   float *y, int64_t ldy) {                                                                 \
+        krow_group(qt, COMB, ORDER, w, nb, act, t0, nt, y, ldy);                                            \
     }
-}
-#undef KCASE
+KROW(kiln_kdirect_q3_k, KILN_COMB_K, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_q6_k, KILN_COMB_K_Q6, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_q2_k, KILN_COMB_K_Q2, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_q4_k, KILN_COMB_K_Q4, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_q5_k, KILN_COMB_K_Q5, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_iq2, KILN_COMB_IQ2, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_q2_k_gemv, KILN_COMB_K_Q2, KILN_KORDER_GEMV)
+KROW(kiln_kdirect_q4_k_gemv, KILN_COMB_K_Q4, KILN_KORDER_GEMV)
+#undef KROW
 
 /* ---- Q8_0 types -------------------------------------------------------- */
 
@@ -304,62 +302,27 @@ AVX2 INLINE void lrow_group(const kiln_qtype *qt, kiln_combine comb, const uint8
     }
 }
 
-AVX2 static void lrow(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const kiln_block_q8_0 *act,
-                      int64_t t0, int nt, float *y, int64_t ldy) {
-    switch (qt->comb) {
-    case KILN_COMB_LANES8:
-        lrow_group(qt, KILN_COMB_LANES8, w, nb, act, t0, nt, y, ldy);
-        return;
-    case KILN_COMB_Q8_0:
-        lrow_group(qt, KILN_COMB_Q8_0, w, nb, act, t0, nt, y, ldy);
-        return;
-    case KILN_COMB_Q4_0:
-        lrow_group(qt, KILN_COMB_Q4_0, w, nb, act, t0, nt, y, ldy);
-        return;
-    default:
-        return; /* not covered() */
+#define LROW(NAME, COMB)                                                                                    \
+    AVX2 void NAME(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0, int nt, \
+                   float *y, int64_t ldy) {                                                                 \
+        lrow_group(qt, COMB, w, nb, act, t0, nt, y, ldy);                                                   \
     }
-}
+LROW(kiln_kdirect_lanes8, KILN_COMB_LANES8)
+LROW(kiln_kdirect_q8_0, KILN_COMB_Q8_0)
+LROW(kiln_kdirect_q4_0, KILN_COMB_Q4_0)
+#undef LROW
+#endif
 
-/* Row r against every token, GROUP tokens per pass over the row. */
-static void row(const kiln_qtype *qt, kiln_korder order, const uint8_t *w, int64_t n_in, const void *act,
-                int64_t n_tokens, float *y, int64_t ldy) {
-    const int64_t nb = n_in / qt->block;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += GROUP) {
-        const int nt = n_tokens - t0 < GROUP ? (int)(n_tokens - t0) : GROUP;
-        if (qt->act_type == KILN_Q8_K) krow(qt, order, w, nb, act, t0, nt, y, ldy);
-        else lrow(qt, w, nb, act, t0, nt, y, ldy);
-    }
-}
-
-/* The gemv order exists only for the types llama.cpp repacks
- * (kiln_kdot_ref takes the vec_dot order for the others). */
-static bool covered(const kiln_qtype *qt, kiln_korder order) {
-    if (order == KILN_KORDER_GEMM || (order == KILN_KORDER_GEMV && !qt->gemm_chunks)) return false;
-    if (qt->act_type == KILN_Q8_0)
-        return qt->comb == KILN_COMB_LANES8 || qt->comb == KILN_COMB_Q8_0 || qt->comb == KILN_COMB_Q4_0;
-    return qt->comb == KILN_COMB_K || qt->comb == KILN_COMB_K_Q6 || qt->comb == KILN_COMB_K_Q2 ||
-           qt->comb == KILN_COMB_K_Q4 || qt->comb == KILN_COMB_K_Q5 || qt->comb == KILN_COMB_IQ2;
-}
-
-bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
-                  const void *act, int64_t n_tokens, float *y) {
-    if (kiln_simd() < KILN_SIMD_AVX2 || !covered(qt, order)) return false;
-    const int64_t row_bytes = n_in / qt->block * qt->block_bytes;
+void kiln_direct_rows(kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
+                      const void *act, int64_t n_tokens, float *y) {
+    const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
     /* rows in blocks of 16, as the panels split them, so that threads do
      * not write neighbouring outputs */
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL)
         for (int64_t r = r0; r < r0 + KILN_PANEL && r < n_out; r++)
-            row(qt, order, (const uint8_t *)w + r * row_bytes, n_in, act, n_tokens, y + r, n_out);
-    return true;
+            for (int64_t t0 = 0; t0 < n_tokens; t0 += GROUP) {
+                const int nt = n_tokens - t0 < GROUP ? (int)(n_tokens - t0) : GROUP;
+                fn(qt, (const uint8_t *)w + r * row_bytes, nb, act, t0, nt, y + r, n_out);
+            }
 }
-
-#else
-
-bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
-                  const void *act, int64_t n_tokens, float *y) {
-    return false;
-}
-
-#endif

@@ -26,7 +26,11 @@
  *     A = fmaf(I, x.d * y.d, A) and M = fmaf(P, x.dmin * y.d, M) with I
  *     and P the integer sums and mins of a whole super-block (gemv) or of
  *     gemm_chunks 32-weight chunks (gemm); the result is A - M. */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#else
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 #include "vecdot.h"
 

@@ -1,6 +1,7 @@
 /* runtime/vecdot_legacy.c - reference dot products of the 32-weight
- * formats (Q8_0, Q4_0, Q5_0, IQ4_NL) against Q8_0 activations, and their
- * blocks unpacked to integer levels for the panel kernels.
+ * formats (Q8_0, Q4_0, Q5_0, IQ4_NL) against Q8_0 activations and Q4_1,
+ * Q5_1 against Q8_1, and the Q8_0 ones' blocks unpacked to integer levels
+ * for the panel kernels.
  *
  * Each dot product is ggml's scalar vec_dot for the type: an exact integer
  * sum per block, then one float update per block, with ggml's operand
@@ -111,6 +112,49 @@ float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act) {
     return sumf;
 }
 
+/* Q4_1 and Q5_1 against Q8_1 follow ggml's x86 AVX2 vec_dot (the one its
+ * AVX-512 builds compile; llamafile's tinyBLAS and the repacked kernels
+ * leave these types alone): Q8_0's eight lanes over unsigned levels,
+ * acc[l] = fmaf(dx * dy, (float)sum, acc[l]), while the minimum's share,
+ * m * s, goes to one float added block by block; the result is
+ * kiln_hsum8(acc) + that sum. `levels` gives a block's 32 levels. */
+static float dot_q8_1(int64_t n, const uint8_t *w, size_t block_bytes, const kiln_block_q8_1 *y,
+                      void (*levels)(const uint8_t *block, int8_t *q)) {
+    float acc[8] = {0}, summs = 0;
+    for (int64_t i = 0; i < n / KILN_QK; i++, w += block_bytes) {
+        const kiln_half *dm = (const kiln_half *)w; /* d, m lead both blocks */
+        int8_t q[KILN_QK];
+        levels(w, q);
+        summs += kiln_fp16_to_fp32(dm[1]) * kiln_fp16_to_fp32(y[i].s);
+        const float d = kiln_fp16_to_fp32(dm[0]) * kiln_fp16_to_fp32(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int s = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++) s += q[j] * y[i].qs[j];
+            acc[l] = fmaf(d, (float)s, acc[l]);
+        }
+    }
+    return kiln_hsum8(acc) + summs;
+}
+
+static void levels_q4_1(const uint8_t *block, int8_t *q) {
+    const kiln_block_q4_1 *b = (const kiln_block_q4_1 *)block;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)(b->qs[j] & 0xF);
+        q[j + 16] = (int8_t)(b->qs[j] >> 4);
+    }
+}
+
+static void levels_q5_1(const uint8_t *block, int8_t *q) {
+    const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)block;
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((b->qs[j] & 0xF) | ((qh >> j) & 1) << 4);
+        q[j + 16] = (int8_t)((b->qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+    }
+}
+
+
 /* ---- unpacking for the panel kernels ----------------------------------- */
 
 #ifdef __x86_64__
@@ -155,6 +199,54 @@ AVX2 static void unpack_avx2(uint32_t type, const void *blocks, int n, kiln_qblo
     }
 }
 #endif
+
+/* ---- Q4_1 / Q5_1 dot products, dispatched by SIMD level ---- */
+
+#ifdef __x86_64__
+/* The same operations as ggml's AVX2 loop, hence dot_q8_1's bits: the
+ * levels as unsigned bytes (low nibbles = weights 0..15, high = 16..31,
+ * Q5_1's fifth bit or'ed in), vpmaddubsw + vpmaddwd give lane l the exact
+ * sum over weights 4l..4l+3 (|pair| <= 2 * 31 * 128, no saturation), one
+ * fma per block with d = dx * dy broadcast. */
+AVX2 static float dot_q8_1_avx2(int64_t n, const uint8_t *w, size_t block_bytes, bool fifth,
+                                const kiln_block_q8_1 *y) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (int64_t i = 0; i < n / KILN_QK; i++, w += block_bytes) {
+        const kiln_half *dm = (const kiln_half *)w;
+        summs += kiln_fp16_to_fp32(dm[1]) * kiln_fp16_to_fp32(y[i].s);
+        const __m256 d = _mm256_set1_ps(kiln_fp16_to_fp32(dm[0]) * kiln_fp16_to_fp32(y[i].d));
+        __m256i qx;
+        if (fifth) {
+            const kiln_block_q5_1 *b = (const kiln_block_q5_1 *)w;
+            qx = _mm256_or_si256(nibbles(b->qs), fifth_bits(b->qh));
+        } else {
+            qx = nibbles(((const kiln_block_q4_1 *)w)->qs);
+        }
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), ones);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    return kiln_hsum8(lanes) + summs;
+}
+#endif
+
+float kiln_vec_dot_q4_1(int64_t n, const void *w, const void *act) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX2) return dot_q8_1_avx2(n, w, sizeof(kiln_block_q4_1), false, act);
+#endif
+    return dot_q8_1(n, w, sizeof(kiln_block_q4_1), act, levels_q4_1);
+}
+
+float kiln_vec_dot_q5_1(int64_t n, const void *w, const void *act) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX2) return dot_q8_1_avx2(n, w, sizeof(kiln_block_q5_1), true, act);
+#endif
+    return dot_q8_1(n, w, sizeof(kiln_block_q5_1), act, levels_q5_1);
+}
 
 static void unpack_scalar(uint32_t type, const void *blocks, int n, kiln_qblock *out) {
     for (int i = 0; i < n; i++) {

@@ -1,5 +1,4 @@
-/* runtime/vecdot_panel.c - the table of quantized weight types in
- * KILN_NUM_GGML mode, and the data layouts of the panel kernels: 16 weight
+/* runtime/vecdot_panel.c - the data layouts of the panel kernels: 16 weight
  * rows interleaved so that one SIMD lane is one row (kiln_pblk32 /
  * kiln_pblk256 in vecdot.h), and activations as bytes q + 128.
  *
@@ -19,33 +18,6 @@
 #include "../core/types.h"
 
 #include <string.h>
-
-#define LEGACY(T, t, comb_)                                                                 \
-    {T, KILN_Q8_0, KILN_QK, sizeof(kiln_block_##t), sizeof(kiln_block_q8_0), kiln_vec_dot_##t, \
-     kiln_unpack_##t, comb_}
-#define KQUANT(T, t, comb_, gemm_chunks_)                                                      \
-    {T, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_##t), sizeof(kiln_block_q8_k), kiln_vec_dot_##t, \
-     kiln_unpack_##t, comb_, gemm_chunks_}
-
-/* Indexed by ggml type id; block == 0: no GGML-mode kernel. */
-static const kiln_qtype QTYPES[KILN_TYPE_COUNT] = {
-    [KILN_Q8_0] = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_LANES8),
-    [KILN_Q4_0] = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
-    [KILN_Q5_0] = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
-    [KILN_IQ4_NL] = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
-    /* llama.cpp repacks Q4_K (gemm: one fma per 64 weights) and Q2_K (per
-     * 128) on this CPU; see kiln_korder */
-    [KILN_Q2_K] = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_K_Q2, 4),
-    [KILN_Q3_K] = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_K, 0),
-    [KILN_Q4_K] = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_K_Q4, 2),
-    [KILN_Q5_K] = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_K_Q5, 0),
-    [KILN_Q6_K] = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_K_Q6, 0),
-    [KILN_IQ2_XXS] = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2, 0),
-};
-
-const kiln_qtype *kiln_qtype_get(uint32_t type) {
-    return type < KILN_TYPE_COUNT && QTYPES[type].block ? &QTYPES[type] : NULL;
-}
 
 int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in) {
     int64_t nb = n_in / qt->block;

@@ -14,13 +14,18 @@
  * taken 4 (legacy) or 2 (k-quants) at a time so that each weight vector
  * loaded serves several tokens.
  *
- * Not here: the packing (vecdot_panel.c) and the choice of rows per
- * thread (matmul.c). A CPU with AVX-512 but no VNNI runs the AVX2 code. */
+ * Not here: the packing (vecdot_panel.c), the choice of rows per thread
+ * (matmul.c) and of the kernel (the table in kernels.c, where a CPU
+ * with AVX-512 but no VNNI gets the AVX2 code). */
 /* The float steps must round after every operation, as ggml's scalar code
  * does; -std=c11 already keeps gcc from fusing them, this makes sure. */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#else
 #pragma GCC optimize("fp-contract=off")
+#endif
 
-#include "vecdot.h"
+#include "kernels.h"
 
 #include "../core/cpu.h"
 #include "../core/types.h"
@@ -468,74 +473,39 @@ AVX2 INLINE void krep256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T
     }
 }
 
-#define KERNEL_CASE(COMB, KERNEL, BLK, G, LAST) \
-    case COMB:                                  \
-        TOKEN_LOOP(KERNEL, BLK, G, COMB, LAST); \
-        break;
+/* The kernels kernels.c names: one instance per combination (and, for
+ * the repacked orders, chunks per fma), so that every branch on the
+ * combination folds away; _tN: tokens per pass. */
+#define PANEL_KERNEL(TARGET, NAME, KERNEL, BLK, G, COMB, LAST)                                           \
+    TARGET void NAME(const void *panel, const kiln_pact *A, int64_t t0, int64_t n, float *y, int64_t ldy, \
+                     int n_rows) {                                                                       \
+        TOKEN_LOOP(KERNEL, BLK, G, COMB, LAST);                                                          \
+    }
 
-VNNI static void qgemm_vnni(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *A,
-                            int64_t t0, int64_t n, float *y, int64_t ldy, int n_rows) {
-    const __mmask16 last = (__mmask16)((1u << n_rows) - 1);
-    if (qt->act_type == KILN_Q8_K && order != KILN_KORDER_VECDOT && qt->gemm_chunks) {
-        const int G = order == KILN_KORDER_GEMM ? qt->gemm_chunks : 8;
-        switch (G) {
-            KERNEL_CASE(2, krep512, kiln_pblk256, 2, last)
-            KERNEL_CASE(4, krep512, kiln_pblk256, 2, last)
-            KERNEL_CASE(8, krep512, kiln_pblk256, 2, last)
-        }
-        return;
-    }
-    switch (qt->comb) {
-        KERNEL_CASE(KILN_COMB_LANES8, lanes512, kiln_pblk32, 2, last)
-        KERNEL_CASE(KILN_COMB_Q8_0, leg512, kiln_pblk32, 4, last)
-        KERNEL_CASE(KILN_COMB_Q4_0, leg512, kiln_pblk32, 4, last)
-        KERNEL_CASE(KILN_COMB_K, kvec512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_K_Q6, kvec512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_K_Q2, kvec512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_K_Q4, kvec512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_K_Q5, kvec512, kiln_pblk256, 2, last)
-        KERNEL_CASE(KILN_COMB_IQ2, kvec512, kiln_pblk256, 2, last)
-    }
-}
+#define VNNI_LAST ((__mmask16)((1u << n_rows) - 1))
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_lanes8_t2, lanes512, kiln_pblk32, 2, KILN_COMB_LANES8, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q8_0_t4, leg512, kiln_pblk32, 4, KILN_COMB_Q8_0, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q4_0_t4, leg512, kiln_pblk32, 4, KILN_COMB_Q4_0, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q6_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q6, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q2_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q2, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q4_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q4, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q5_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q5, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_iq2_t2, kvec512, kiln_pblk256, 2, KILN_COMB_IQ2, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_rep_c2_t2, krep512, kiln_pblk256, 2, 2, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_rep_c4_t2, krep512, kiln_pblk256, 2, 4, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_rep_c8_t2, krep512, kiln_pblk256, 2, 8, VNNI_LAST)
 
-AVX2 static void qgemm_avx2(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *A,
-                            int64_t t0, int64_t n, float *y, int64_t ldy, int n_rows) {
-    if (qt->act_type == KILN_Q8_K && order != KILN_KORDER_VECDOT && qt->gemm_chunks) {
-        const int G = order == KILN_KORDER_GEMM ? qt->gemm_chunks : 8;
-        switch (G) {
-            KERNEL_CASE(2, krep256, kiln_pblk256, 1, n_rows)
-            KERNEL_CASE(4, krep256, kiln_pblk256, 1, n_rows)
-            KERNEL_CASE(8, krep256, kiln_pblk256, 1, n_rows)
-        }
-        return;
-    }
-    switch (qt->comb) {
-        KERNEL_CASE(KILN_COMB_LANES8, lanes256, kiln_pblk32, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_Q8_0, leg256, kiln_pblk32, 4, n_rows)
-        KERNEL_CASE(KILN_COMB_Q4_0, leg256, kiln_pblk32, 4, n_rows)
-        KERNEL_CASE(KILN_COMB_K, kvec256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_K_Q6, kvec256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_K_Q2, kvec256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_K_Q4, kvec256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_K_Q5, kvec256, kiln_pblk256, 1, n_rows)
-        KERNEL_CASE(KILN_COMB_IQ2, kvec256, kiln_pblk256, 1, n_rows)
-    }
-}
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_lanes8_t1, lanes256, kiln_pblk32, 1, KILN_COMB_LANES8, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q8_0_t4, leg256, kiln_pblk32, 4, KILN_COMB_Q8_0, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q4_0_t4, leg256, kiln_pblk32, 4, KILN_COMB_Q4_0, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q6_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q6, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q2_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q2, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q4_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q4, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q5_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q5, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_iq2_t1, kvec256, kiln_pblk256, 1, KILN_COMB_IQ2, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_rep_c2_t1, krep256, kiln_pblk256, 1, 2, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_rep_c4_t1, krep256, kiln_pblk256, 1, 4, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_rep_c8_t1, krep256, kiln_pblk256, 1, 8, n_rows)
 #endif
-
-bool kiln_qgemm_panel(const kiln_qtype *qt, kiln_korder order, const void *panel, const kiln_pact *act,
-                      int64_t t0, int64_t n_tokens, float *y, int64_t ldy, int n_rows) {
-#ifdef __x86_64__
-    if (kiln_cpu_has_vnni()) {
-        qgemm_vnni(qt, order, panel, act, t0, n_tokens, y, ldy, n_rows);
-        return true;
-    }
-    if (kiln_simd() >= KILN_SIMD_AVX2) {
-        qgemm_avx2(qt, order, panel, act, t0, n_tokens, y, ldy, n_rows);
-        return true;
-    }
-#else
-    (void)qt, (void)order, (void)panel, (void)act, (void)t0, (void)n_tokens, (void)y, (void)ldy, (void)n_rows;
-#endif
-    return false;
-}

@@ -1,11 +1,14 @@
 #!/bin/sh
-# Installs the Debian packages kiln builds against. Idempotent: it checks each
-# package with dpkg first and installs only what is missing. A non-root user
-# gets the exact apt-get line to run instead.
+# Installs the Debian packages kiln builds and tests with. Idempotent: it
+# checks each package with dpkg first and installs only what is missing. A
+# non-root user gets the exact apt-get line to run instead. Besides the
+# libraries: zstd, zip and jq for the end-to-end tests (jq reads kiln's --json
+# reports; the tests use no Python), time (GNU time) for `make bench`, and
+# clang with libclang-rt-14-dev (the libFuzzer runtime) for `make fuzz`.
 set -eu
 
 PACKAGES="build-essential pkg-config libzstd-dev libarchive-dev libcmocka-dev \
-libjansson-dev libpcre2-dev libopenblas-dev zstd"
+libjansson-dev libpcre2-dev zstd zip jq time clang libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do

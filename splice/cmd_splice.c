@@ -2,6 +2,8 @@
  * options, prints the plan (--dry-run, --json) and warnings, runs the
  * splice. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
+#include "../core/name_regex.h"
 #include "../core/progress.h"
 #include "splice.h"
 
@@ -22,7 +24,7 @@ static const char *USAGE =
     "kiln.splice.tensors and kiln.splice.selection.\n"
     "\n"
     "selection (kinds intersect; several --tensors are alternatives):\n"
-    "  --tensors REGEX    tensors whose name matches (POSIX extended); repeatable\n"
+    "  --tensors REGEX    tensors whose name matches (PCRE2); repeatable\n"
     "  --layers A-B,C     tensors of these blocks (blk.N)\n"
     "  --experts          only routed-expert tensors (ffn_*_exps); with --layers\n"
     "                     this is the per-layer boosted quant\n"
@@ -73,7 +75,12 @@ int kiln_cmd_splice(int argc, char **argv) {
     optind = 1;
     while (rc < 0 && (c = getopt_long(argc, argv, "o:t:qh", opts, NULL)) != -1) {
         switch (c) {
-        case OPT_TENSORS: regex[o.n_tensor_regex++] = optarg; break;
+        case OPT_TENSORS: {
+            kiln_err bad;
+            if (kiln_name_regex_check(optarg, "--tensors", &bad) < 0) rc = kiln_cli_usage_error("splice", "%s", bad.msg);
+            else regex[o.n_tensor_regex++] = optarg;
+            break;
+        }
         case OPT_LAYERS: o.layers = optarg; break;
         case OPT_EXPERTS: o.experts = true; break;
         case OPT_IDS: o.expert_ids = optarg; break;
@@ -120,7 +127,7 @@ int kiln_cmd_splice(int argc, char **argv) {
     if (kiln_splice_plan_make(&o, &plan, &err) < 0) {
         rc = kiln_cli_fail(&err);
     } else {
-        for (uint64_t i = 0; i < plan.n_warnings; i++) fprintf(stderr, "kiln: warning: %s\n", plan.warnings[i]);
+        for (uint64_t i = 0; i < plan.n_warnings; i++) fprintf(stderr, "kiln: warning: %s\n", kiln_esc(plan.warnings[i]).s);
         rc = KILN_EXIT_OK;
         if (!dry && kiln_splice_write(&plan, &err) < 0) rc = kiln_cli_fail(&err);
         if (rc == KILN_EXIT_OK) {

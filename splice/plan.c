@@ -5,10 +5,10 @@
 #include "splice.h"
 
 #include "../core/fileio.h"
+#include "../core/name_regex.h"
 #include "../core/types.h"
 #include "../codec/codec.h"
 
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,22 +151,24 @@ static int check_expert_dim(const kiln_splice_plan *p, const kiln_tensor *t, con
 }
 
 typedef struct selector {
-    regex_t *re;
+    kiln_name_regex **re;
     int n_re;
     bool *layers; /* NULL: any layer */
     uint64_t n_layers;
     bool experts;
 } selector;
 
-static bool selected(const selector *s, const char *name) {
+/* 1 when the selection takes the tensor, 0 when not, -1 with a message. */
+static int selected(const selector *s, const char *name, kiln_err *err) {
     if (s->n_re) {
-        bool any = false;
-        for (int i = 0; i < s->n_re && !any; i++) any = regexec(&s->re[i], name, 0, NULL, 0) == 0;
-        if (!any) return false;
+        int any = 0;
+        for (int i = 0; i < s->n_re && !any; i++)
+            if ((any = kiln_name_regex_match(s->re[i], name, strlen(name), err)) < 0) return -1;
+        if (!any) return 0;
     }
     if (s->layers) {
         int64_t l = kiln_tensor_layer(name);
-        if (l < 0 || (uint64_t)l >= s->n_layers || !s->layers[l]) return false;
+        if (l < 0 || (uint64_t)l >= s->n_layers || !s->layers[l]) return 0;
     }
     return !s->experts || kiln_splice_is_expert_tensor(name);
 }
@@ -258,14 +260,8 @@ static int compile_selector(const kiln_splice_plan *p, selector *s, uint64_t n_l
     if (o->n_tensor_regex) {
         s->re = calloc((size_t)o->n_tensor_regex, sizeof *s->re);
         if (!s->re) return kiln_fail(err, NULL, "--tensors", -1, "out of memory");
-        for (; s->n_re < o->n_tensor_regex; s->n_re++) {
-            int rc = regcomp(&s->re[s->n_re], o->tensor_regex[s->n_re], REG_EXTENDED | REG_NOSUB);
-            if (rc) {
-                char msg[256];
-                regerror(rc, &s->re[s->n_re], msg, sizeof msg);
-                return kiln_fail(err, NULL, "--tensors", -1, "bad regex '%s': %s", o->tensor_regex[s->n_re], msg);
-            }
-        }
+        for (; s->n_re < o->n_tensor_regex; s->n_re++)
+            if (!(s->re[s->n_re] = kiln_name_regex_compile(o->tensor_regex[s->n_re], "--tensors", err))) return -1;
     }
     if (o->layers) {
         if (!n_layer) return kiln_fail(err, p->base->path, "--layers", -1, "the base has no %s.block_count", p->arch);
@@ -278,7 +274,7 @@ static int compile_selector(const kiln_splice_plan *p, selector *s, uint64_t n_l
 }
 
 static void free_selector(selector *s) {
-    for (int i = 0; i < s->n_re; i++) regfree(&s->re[i]);
+    for (int i = 0; i < s->n_re; i++) kiln_name_regex_free(s->re[i]);
     free(s->re);
     free(s->layers);
 }
@@ -393,7 +389,7 @@ int kiln_splice_plan_make(const kiln_splice_opts *o, kiln_splice_plan *p, kiln_e
                 rc = check_expert_dim(p, t, it->name, err);
                 if (rc == 0) plan_keep_item(p, it);
             }
-        } else if (selected(&sel, it->name)) {
+        } else if ((rc = selected(&sel, it->name, err)) == 1) {
             rc = plan_donor_item(p, it, err);
         }
         if (it->action != KILN_SPLICE_FROM_BASE) p->n_changed++;

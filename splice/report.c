@@ -4,6 +4,7 @@
  * Only changed tensors are listed; the totals cover the whole model. */
 #include "splice.h"
 
+#include "../core/escape.h"
 #include "../core/jsonw.h"
 #include "../core/types.h"
 
@@ -31,7 +32,7 @@ void kiln_splice_print_plan(FILE *out, const kiln_splice_plan *p) {
     const kiln_splice_opts *o = &p->opts;
     fprintf(out, "splice plan: %s%s%s -> %s\n", o->base, o->donor ? " + " : "", o->donor ? o->donor : "",
             o->output ? o->output : "(no output)");
-    fprintf(out, "selection: %s\n", p->selection);
+    fprintf(out, "selection: %s\n", kiln_esc(p->selection).s);
     if (p->expert_sel) {
         char ids[4096];
         ids_str(p, ids, sizeof ids);
@@ -42,7 +43,7 @@ void kiln_splice_print_plan(FILE *out, const kiln_splice_plan *p) {
     for (uint64_t i = 0; i < p->n_items; i++) {
         const kiln_splice_item *it = &p->items[i];
         if (it->action == KILN_SPLICE_FROM_BASE) continue;
-        fprintf(out, "%-40s %-10s %-8s %-8s %-8s %14" PRIu64 " %14" PRIu64 "\n", it->name,
+        fprintf(out, "%-40s %-10s %-8s %-8s %-8s %14" PRIu64 " %14" PRIu64 "\n", kiln_esc(it->name).s,
                 kiln_splice_action_name(it->action), kiln_type_name(it->base->type), donor_type(it),
                 kiln_type_name(it->type), it->bytes_before, it->bytes_after);
     }
@@ -54,7 +55,7 @@ void kiln_splice_print_plan(FILE *out, const kiln_splice_plan *p) {
     fprintf(out, "bits per weight: %.4f -> %.4f (%+.4f)\n", b0, b1, b1 - b0);
     if (o->keep_experts)
         fprintf(out, "%s.expert_count: %" PRIu64 " -> %" PRIu64 ", expert_used_count: %" PRIu64 " -> %" PRIu64 "\n",
-                p->arch, p->n_expert, p->n_expert_sel, p->expert_used, p->expert_used_after);
+                kiln_esc(p->arch).s, p->n_expert, p->n_expert_sel, p->expert_used, p->expert_used_after);
 }
 
 static void jw_item(kiln_jsonw *j, const kiln_splice_item *it) {

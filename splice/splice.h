@@ -37,7 +37,7 @@ typedef struct kiln_splice_opts {
     const char *base;
     const char *donor;                /* NULL in keep-experts mode */
     const char *output;               /* may be NULL for a dry run */
-    const char *const *tensor_regex;  /* POSIX extended; a tensor matching any is selected */
+    const char *const *tensor_regex;  /* PCRE2 (core/name_regex.h); a tensor matching any is selected */
     int n_tensor_regex;
     const char *layers;               /* "A-B,C,..." or NULL */
     bool experts;                     /* only ffn_*_exps tensors */

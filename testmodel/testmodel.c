@@ -27,6 +27,7 @@ typedef struct arch_info {
     const char *hf_version;
     uint8_t moe, tok;
     bool qkv_bias, qk_norm;
+    bool llama3_rope; /* Llama 3.1/3.2 rope_scaling, tied embeddings */
     double norm_eps, rope_theta;
 } arch_info;
 
@@ -48,6 +49,9 @@ static const arch_info ARCH[KILN_TM_ARCH_COUNT] = {
     [KILN_TM_QWEN3MOE] = {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", "4.51.0", MOE_QWEN3, KILN_TM_TOK_QWEN,
                           .qk_norm = true, .norm_eps = 1e-6, .rope_theta = 1e6},
     [KILN_TM_GPT2] = {"gpt2", "GPT2LMHeadModel", "gpt2", "4.46.3", MOE_NONE, KILN_TM_TOK_GPT2, .norm_eps = 1e-5},
+    /* a byte-level BPE vocabulary, as Llama 3's (with the qwen2 split rule) */
+    [KILN_TM_LLAMA3] = {"llama3", "LlamaForCausalLM", "llama", "4.46.3", MOE_NONE, KILN_TM_TOK_QWEN,
+                        .llama3_rope = true, .norm_eps = 1e-5, .rope_theta = 5e5},
 };
 
 int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out) {
@@ -61,7 +65,7 @@ int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out) {
 
 const char *kiln_tm_arch_name(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].name : "?"; }
 const char *kiln_tm_arch_class(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].cls : "?"; }
-int kiln_tm_tok_kind(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].tok : KILN_TM_TOK_SPM; }
+static enum kiln_tm_tok tok_kind(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT ? ARCH[a].tok : KILN_TM_TOK_SPM; }
 bool kiln_tm_arch_is_moe(kiln_tm_arch a) { return a < KILN_TM_ARCH_COUNT && ARCH[a].moe != MOE_NONE; }
 
 int kiln_tm_defaults(kiln_tm_config *c, kiln_tm_arch arch, const char *size, kiln_err *err) {
@@ -70,7 +74,7 @@ int kiln_tm_defaults(kiln_tm_config *c, kiln_tm_arch arch, const char *size, kil
     memset(c, 0, sizeof *c);
     c->arch = arch;
     c->dtype = KILN_ST_BF16;
-    c->tie_embeddings = gpt2;
+    c->tie_embeddings = gpt2 || ARCH[arch].llama3_rope;
     c->experts = moe ? 4 : 0;
     c->experts_used = moe ? 2 : 0;
     if (!size || !*size) {
@@ -277,14 +281,6 @@ static const char *torch_dtype(kiln_st_dtype d) {
     return d == KILN_ST_BF16 ? "bfloat16" : d == KILN_ST_F16 ? "float16" : "float32";
 }
 
-int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = kiln_write_json_atomic(path, root, flags | JSON_REAL_PRECISION(15), err);
-    json_decref(root);
-    return rc;
-}
-
 #define SET(o, k, v) json_object_set_new(o, k, v)
 
 static json_t *config_gpt2(const kiln_tm_config *c, int bos, int eos) {
@@ -318,7 +314,7 @@ static json_t *config_gpt2(const kiln_tm_config *c, int bos, int eos) {
 
 static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
     const arch_info *a = &ARCH[c->arch];
-    bool qwen = a->tok == KILN_TM_TOK_QWEN, qwen3 = a->qk_norm;
+    bool qwen = a->tok == KILN_TM_TOK_QWEN && !a->llama3_rope, qwen3 = a->qk_norm;
     json_t *o = json_object();
     SET(o, "architectures", json_pack("[s]", a->cls));
     SET(o, "attention_dropout", json_real(0.0));
@@ -336,9 +332,13 @@ static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
     SET(o, "num_key_value_heads", json_integer(c->kv_heads));
     SET(o, "rms_norm_eps", json_real(a->norm_eps));
     SET(o, "rope_theta", json_real(a->rope_theta));
-    if (c->arch == KILN_TM_LLAMA || qwen) SET(o, "rope_scaling", json_null());
-    if (!qwen || qwen3) SET(o, "head_dim", json_integer(c->hidden / c->heads));
-    if (c->arch == KILN_TM_LLAMA) {
+    if (a->llama3_rope)
+        SET(o, "rope_scaling", json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", 8.0, "high_freq_factor", 4.0,
+                                         "low_freq_factor", 1.0, "original_max_position_embeddings", 8192,
+                                         "rope_type", "llama3"));
+    else if (c->arch == KILN_TM_LLAMA || qwen) SET(o, "rope_scaling", json_null());
+    if (!qwen || qwen3 || a->llama3_rope) SET(o, "head_dim", json_integer(c->hidden / c->heads));
+    if (c->arch == KILN_TM_LLAMA || a->llama3_rope) {
         SET(o, "attention_bias", json_false());
         SET(o, "mlp_bias", json_false());
         SET(o, "pretraining_tp", json_integer(1));
@@ -374,7 +374,7 @@ static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
 
 static int write_configs(const kiln_tm_config *c, const char *dir, kiln_err *err) {
     int bos, eos;
-    kiln_tm_bos_eos(c, &bos, &eos);
+    kiln_tm_bos_eos(c, tok_kind(c->arch), &bos, &eos);
     json_t *o = c->arch == KILN_TM_GPT2 ? config_gpt2(c, bos, eos) : config_decoder(c, bos, eos);
     if (!o) return kiln_fail(err, dir, "config.json", -1, "out of memory");
     SET(o, "tie_word_embeddings", json_boolean(c->tie_embeddings));
@@ -489,6 +489,6 @@ int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *
     free(t);
     if (rc) return -1;
     if (remove_stale(c, dir, sum->n_files, err)) return -1;
-    if (kiln_tm_write_tokenizer(c, dir, err)) return -1;
+    if (kiln_tm_write_tokenizer(c, tok_kind(c->arch), dir, err)) return -1;
     return write_configs(c, dir, err);
 }

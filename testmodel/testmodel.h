@@ -34,7 +34,7 @@
 
 typedef enum kiln_tm_arch {
     KILN_TM_LLAMA, KILN_TM_MISTRAL, KILN_TM_QWEN2, KILN_TM_QWEN3,
-    KILN_TM_MIXTRAL, KILN_TM_QWEN2MOE, KILN_TM_QWEN3MOE, KILN_TM_GPT2,
+    KILN_TM_MIXTRAL, KILN_TM_QWEN2MOE, KILN_TM_QWEN3MOE, KILN_TM_GPT2, KILN_TM_LLAMA3,
     KILN_TM_ARCH_COUNT
 } kiln_tm_arch;
 
@@ -120,7 +120,7 @@ typedef struct kiln_tm_summary {
 int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *opts, kiln_tm_summary *sum,
                   kiln_err *err);
 
-/* ---- SentencePiece model writer (convert/spm_write.c) ---- */
+/* ---- SentencePiece model writer (spm_write.c) ---- */
 
 typedef enum kiln_spm_type {
     KILN_SPM_NORMAL = 1, KILN_SPM_UNKNOWN = 2, KILN_SPM_CONTROL = 3,

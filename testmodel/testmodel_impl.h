@@ -1,7 +1,19 @@
 /* testmodel/testmodel_impl.h - what the synthetic model generator's files
  * share, and nothing else includes: testmodel.c (architectures, plan,
- * config.json, the directory), testmodel_weights.c (values, safetensors)
- * and testmodel_tok.c (tokenizers). Callers use testmodel.h. */
+ * config.json, the directory), testmodel_weights.c (values, safetensors),
+ * testmodel_tok.c (tokenizers) and testmodel_json.c (writing a JSON file).
+ * Callers use testmodel.h.
+ *
+ * The files call each other one way only: each calls only files listed
+ * below it (scripts/check_file_circles.sh fails on two files that call
+ * each other). testmodel.c knows the architectures and hands the
+ * tokenizer files the tokenizer kind rather than being asked for it:
+ *
+ *   testmodel.c            architectures, plan, config.json, the directory
+ *     testmodel_weights.c  testmodel_tok.c
+ *       testmodel_json.c   one JSON file (a leaf)
+ *       spm_write.c        tokenizer.model (testmodel_tok.c; a leaf)
+ */
 #ifndef KILN_TESTMODEL_IMPL_H
 #define KILN_TESTMODEL_IMPL_H
 
@@ -11,9 +23,8 @@
 
 #include "testmodel.h"
 
-/* The tokenizer an architecture ships with. */
+/* The tokenizer an architecture ships with (testmodel.c's table). */
 enum kiln_tm_tok { KILN_TM_TOK_SPM, KILN_TM_TOK_QWEN, KILN_TM_TOK_GPT2 };
-int kiln_tm_tok_kind(kiln_tm_arch a);
 
 /* FNV-1a: seeds tensors by name, hashes vocabulary pieces. */
 static inline uint64_t kiln_tm_fnv1a(const char *s) {
@@ -22,7 +33,7 @@ static inline uint64_t kiln_tm_fnv1a(const char *s) {
     return h;
 }
 
-/* Writes dir/name atomically as json_dumps(root, flags) plus a newline,
+/* testmodel_json.c: writes dir/name atomically as json_dumps(root, flags) plus a newline,
  * save_pretrained style. Steals `root` (NULL allowed: an error). Returns 0
  * or -1. */
 int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t flags, kiln_err *err);
@@ -34,8 +45,9 @@ int kiln_tm_write_weights(const kiln_tm_config *c, const char *dir, const kiln_t
 
 /* testmodel_tok.c: the special token ids config.json names, and the
  * tokenizer files (tokenizer.model or tokenizer.json + vocab.json +
- * merges.txt, tokenizer_config.json, special_tokens_map.json). */
-void kiln_tm_bos_eos(const kiln_tm_config *c, int *bos, int *eos);
-int kiln_tm_write_tokenizer(const kiln_tm_config *c, const char *dir, kiln_err *err);
+ * merges.txt, tokenizer_config.json, special_tokens_map.json), for
+ * tokenizer kind `tok` (the architecture's). */
+void kiln_tm_bos_eos(const kiln_tm_config *c, enum kiln_tm_tok tok, int *bos, int *eos);
+int kiln_tm_write_tokenizer(const kiln_tm_config *c, enum kiln_tm_tok tok, const char *dir, kiln_err *err);
 
 #endif

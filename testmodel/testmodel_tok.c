@@ -208,8 +208,7 @@ static const char *const QWEN_ADDED[] = {"<|endoftext|>", "<|im_start|>", "<|im_
 
 /* tokenizer.json (with vocab.json and merges.txt, as the fixture has): the
  * 256 byte tokens, then one token per merge, then the special tokens. */
-static int write_bpe(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    bool gpt2 = kiln_tm_tok_kind(c->arch) == KILN_TM_TOK_GPT2;
+static int write_bpe(const kiln_tm_config *c, bool gpt2, const char *dir, kiln_err *err) {
     size_t n_added = gpt2 ? 1 : 3, n_model = c->vocab - (gpt2 ? 0 : n_added), n_merge = c->vocab - 256 - n_added;
     json_t *vocab = json_object(), *merges = json_array(), *added = json_array();
     char *mtxt = malloc(n_merge * 80 + 32), *pieces = malloc(n_merge * 64 + 1);
@@ -290,8 +289,8 @@ done:
 }
 
 /* Llama: <s> 1, </s> 2; Qwen: <|endoftext|> both (after the merges); GPT-2: the last id. */
-void kiln_tm_bos_eos(const kiln_tm_config *c, int *bos, int *eos) {
-    switch (kiln_tm_tok_kind(c->arch)) {
+void kiln_tm_bos_eos(const kiln_tm_config *c, enum kiln_tm_tok tok, int *bos, int *eos) {
+    switch (tok) {
     case KILN_TM_TOK_SPM: *bos = 1, *eos = 2; break;
     case KILN_TM_TOK_QWEN: *bos = *eos = (int)c->vocab - 3; break;
     default: *bos = *eos = (int)c->vocab - 1;
@@ -318,8 +317,8 @@ static const char QWEN_TEMPLATE[] =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-static int write_tokenizer_configs(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    int tok = kiln_tm_tok_kind(c->arch), flags = JSON_INDENT(2) | JSON_SORT_KEYS;
+static int write_tokenizer_configs(const kiln_tm_config *c, enum kiln_tm_tok tok, const char *dir, kiln_err *err) {
+    int flags = JSON_INDENT(2) | JSON_SORT_KEYS;
     json_t *cfg = json_object(), *dec = json_object(), *map = json_object();
     char id[16];
     SET(cfg, "added_tokens_decoder", dec);
@@ -386,7 +385,7 @@ static int write_tokenizer_configs(const kiln_tm_config *c, const char *dir, kil
     return kiln_tm_write_json(dir, "special_tokens_map.json", map, flags, err);
 }
 
-int kiln_tm_write_tokenizer(const kiln_tm_config *c, const char *dir, kiln_err *err) {
-    int rc = kiln_tm_tok_kind(c->arch) == KILN_TM_TOK_SPM ? write_spm(c, dir, err) : write_bpe(c, dir, err);
-    return rc ? rc : write_tokenizer_configs(c, dir, err);
+int kiln_tm_write_tokenizer(const kiln_tm_config *c, enum kiln_tm_tok tok, const char *dir, kiln_err *err) {
+    int rc = tok == KILN_TM_TOK_SPM ? write_spm(c, dir, err) : write_bpe(c, tok == KILN_TM_TOK_GPT2, dir, err);
+    return rc ? rc : write_tokenizer_configs(c, tok, dir, err);
 }

@@ -10,6 +10,7 @@
 #include "shared.h"
 
 #include <math.h>
+#include <stdarg.h>
 
 typedef struct golden_src {
     const char *name;
@@ -23,11 +24,15 @@ static const golden_src GOLDEN_SRCS[] = {
 };
 #define N_GOLDEN_SRCS 3
 
-/* Reads a whole file under ../shared/golden/quant/ into a malloc'd buffer;
- * sets *len. Fails the test when the file is missing. */
-static inline void *golden_load(const char *fmt, const char *src, const char *type, size_t *len) {
+/* Reads the whole file ../shared/golden/quant/NAME, NAME given printf-style,
+ * into a malloc'd buffer; sets *len unless len is NULL. Fails the test when
+ * the file is missing. */
+__attribute__((format(printf, 2, 3))) static inline void *golden_load(size_t *len, const char *fmt, ...) {
     char rel[512], path[8192];
-    snprintf(rel, sizeof rel, fmt, src, type);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
     snprintf(path, sizeof path, "%s/golden/quant/%s", kiln_shared(), rel);
     FILE *f = fopen(path, "rb");
     if (!f) fail_msg("cannot open %s", path);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../convert/convert.h"
+#include "../convert/json.h"
 #include "../convert/meta.h"
 #include "../convert/spm.h"
 #include "../testmodel/testmodel.h"
@@ -520,15 +521,17 @@ static void write_st(const char *path, const st_t *ts, int n) {
     if (r < 0 || kiln_stw_finish(w, &err) < 0) fail_msg("%s", err.msg);
 }
 
+/* config.json without its closing brace: tiny_model appends extra keys and
+ * closes it. */
 static const char *TINY_CONFIG =
     "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"num_hidden_layers\": 1,"
-    " \"num_attention_heads\": 1, \"vocab_size\": 4, \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-5%s}";
+    " \"num_attention_heads\": 1, \"vocab_size\": 4, \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-5";
 
 static const char *tiny_model(const char *name, const char *extra, const st_t *ts, int n) {
     const char *dir = kiln_test_tmp_path(name);
     mkdir(dir, 0755);
     char cfg[1024], p[600];
-    snprintf(cfg, sizeof cfg, TINY_CONFIG, extra);
+    snprintf(cfg, sizeof cfg, "%s%s}", TINY_CONFIG, extra);
     snprintf(p, sizeof p, "%s/config.json", dir);
     kiln_test_write_file(p, cfg, strlen(cfg));
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
@@ -575,8 +578,8 @@ static void test_f8_dequant(void **state) {
     assert_int_equal(kiln_hf_read_f32(m, 0, 0, 4, got, &err), 0);
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 32; c++) {
-            float want = vals[(r * 32 + c) % 7] * scale[(r / 2) * 2 + c / 16];
-            if (got[r * 32 + c] != want) fail_msg("(%d, %d) = %g, expected %g", r, c, got[r * 32 + c], want);
+            float ref = vals[(r * 32 + c) % 7] * scale[(r / 2) * 2 + c / 16];
+            if (got[r * 32 + c] != ref) fail_msg("(%d, %d) = %g, expected %g", r, c, got[r * 32 + c], ref);
         }
     /* rows read out of order agree */
     float row3[32];
@@ -590,8 +593,8 @@ static void test_f8_dequant(void **state) {
         for (int j = 0; j < 2; j++)
             for (int c = 0; c < 32; c++) {
                 int src = j * 16 + i, idx = src * 32 + c;
-                float want = vals[(idx * 5 + idx / 32) % 7] * qscale[(src / 2) * 2 + c / 16];
-                if (qo[(i * 2 + j) * 32 + c] != want) fail_msg("q row %d col %d", i * 2 + j, c);
+                float ref = vals[(idx * 5 + idx / 32) % 7] * qscale[(src / 2) * 2 + c / 16];
+                if (qo[(i * 2 + j) * 32 + c] != ref) fail_msg("q row %d col %d", i * 2 + j, c);
             }
     kiln_hf_close(m);
     /* the same from a .tar.gz, where the scale is read after the stream
@@ -712,8 +715,7 @@ static void test_err_pre_tokenizer(void **state) {
  * "llama" vocab the way gguf-py's LlamaHfVocab does: base tokens in id
  * order, all scored -1000, <0xXX> BYTE, the special tokens CONTROL, then
  * added tokens past the base vocab (USER_DEFINED unless special). */
-static void test_llama_hf_vocab(void **state) {
-    (void)state;
+static void llama_hf_vocab_case(const char *TC, const int want_type[9]) {
     float embd[4 * 32] = {0}, norm[32] = {0};
     st_t ts[] = {{"model.embed_tokens.weight", KILN_ST_F32, 2, {4, 32}, embd, sizeof embd},
                  {"model.layers.0.input_layernorm.weight", KILN_ST_F32, 1, {32, 0}, norm, sizeof norm}};
@@ -728,8 +730,6 @@ static void test_llama_hf_vocab(void **state) {
         " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"<s>\": 1,"
         " \"</s>\": 2, \"<0x00>\": 3, \"<0x01>\": 4, \"\u2581a\": 5, \"b\": 6, \"\u2581ab\": 7},"
         " \"merges\": [\"\u2581a b\"]}}";
-    static const char *TC = "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"unk_token\": \"<unk>\","
-                            " \"add_bos_token\": true, \"add_eos_token\": false}";
     char p[600];
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
     kiln_test_write_file(p, TOK, strlen(TOK));
@@ -750,7 +750,6 @@ static void test_llama_hf_vocab(void **state) {
     const kiln_array *types = kiln_gguf_get_arr(g, "tokenizer.ggml.token_type", KILN_GGUF_INT32);
     static const char *const want_tok[] = {"<unk>", "<s>", "</s>", "<0x00>", "<0x01>", "\xe2\x96\x81" "a", "b",
                                            "\xe2\x96\x81" "ab", "<extra>"};
-    static const int want_type[] = {3, 3, 3, 6, 6, 1, 1, 1, 4};
     assert_non_null(toks);
     assert_int_equal(toks->n, 9);
     for (int i = 0; i < 9; i++) {
@@ -767,6 +766,31 @@ static void test_llama_hf_vocab(void **state) {
     assert_null(kiln_gguf_find_kv(g, "tokenizer.ggml.merges")); /* SPM-style: no merges */
     kiln_gguf_close(g);
     unlink(out);
+}
+
+static void test_llama_hf_vocab(void **state) {
+    (void)state;
+    static const int want_type[] = {3, 3, 3, 6, 6, 1, 1, 1, 4};
+    llama_hf_vocab_case("{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"unk_token\": \"<unk>\","
+                        " \"add_bos_token\": true, \"add_eos_token\": false}",
+                        want_type);
+}
+
+/* Gemma 3's tokenizer_config.json names more special tokens in
+ * extra_special_tokens ({"boi_token": "<start_of_image>", ...}); transformers
+ * counts them in all_special_tokens, so llama.cpp marks them CONTROL, in the
+ * base vocab ("b" here) and past it ("<extra>"). The same file carries
+ * "model_max_length": 1000000000000000019884624838656 as real Llama-2/3
+ * configs do, an integer no int64 holds, which must not stop the
+ * conversion. */
+static void test_llama_hf_vocab_extra_specials(void **state) {
+    (void)state;
+    static const int want_type[] = {3, 3, 3, 6, 6, 1, 3, 1, 3};
+    llama_hf_vocab_case("{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"unk_token\": \"<unk>\","
+                        " \"add_bos_token\": true, \"add_eos_token\": false,"
+                        " \"model_max_length\": 1000000000000000019884624838656,"
+                        " \"extra_special_tokens\": {\"boi_token\": \"b\", \"image_token\": \"<extra>\"}}",
+                        want_type);
 }
 
 /* ------------------------------------------------------------------ */
@@ -848,6 +872,79 @@ static void test_pretok_detection(void **state) {
     json_decref(q);
 }
 
+/* A Split step (Isolated) and a ByteLevel step, for pre_tokenizer Sequences. */
+static json_t *pretok_split(const char *re) {
+    return json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", re, "behavior", "Isolated",
+                     "invert", 0);
+}
+static json_t *pretok_bytelevel(bool use_regex) {
+    return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
+                     "use_regex", use_regex);
+}
+static json_t *pretok_seq(json_t *steps) {
+    return json_pack("{s:{s:s, s:o}}", "pre_tokenizer", "type", "Sequence", "pretokenizers", steps);
+}
+
+/* Signatures longer than the detector holds (more steps, a longer regex)
+ * are unknown, said so, and never compared cut short. The same steps or
+ * regex without the excess are recognised (the controls). */
+static void test_pretok_limits(void **state) {
+    (void)state;
+    char desc[512];
+    json_t *digits = json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 1);
+    /* starcoder: Digits(individual) + ByteLevel(use_regex) */
+    json_t *tok = pretok_seq(json_pack("[O, o]", digits, pretok_bytelevel(true)));
+    assert_string_equal(cv_pretok_detect(tok, desc, sizeof desc), "starcoder");
+    json_decref(tok);
+    json_t *steps = json_pack("[O, o]", digits, pretok_bytelevel(true));
+    for (int i = 0; i < 8; i++) json_array_append(steps, digits);
+    tok = pretok_seq(steps);
+    assert_null(cv_pretok_detect(tok, desc, sizeof desc));
+    assert_non_null(strstr(desc, "more steps than any known"));
+    json_decref(tok);
+    json_decref(digits);
+
+    const char *qwen2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+                        "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    tok = pretok_seq(json_pack("[o, o]", pretok_split(qwen2), pretok_bytelevel(false)));
+    assert_string_equal(cv_pretok_detect(tok, desc, sizeof desc), "qwen2");
+    json_decref(tok);
+    char *long_re = malloc(3001);
+    assert_non_null(long_re);
+    size_t n = strlen(qwen2);
+    memcpy(long_re, qwen2, n);
+    for (; n < 3000; n++) long_re[n] = n % 2 ? 'x' : '|';
+    long_re[n] = 0;
+    tok = pretok_seq(json_pack("[o, o]", pretok_split(long_re), pretok_bytelevel(false)));
+    assert_null(cv_pretok_detect(tok, desc, sizeof desc));
+    json_decref(tok);
+    free(long_re);
+}
+
+/* Integers no int64 holds are read as reals, wherever they are (nested,
+ * negative, in arrays); digits inside strings stay as they are; a value that
+ * fits stays an integer, and broken JSON is still an error. */
+static void test_json_big_integers(void) {
+    static const char *TEXT = "{\"a\": 1000000000000000019884624838656, \"b\": [-99999999999999999999, 7],"
+                              " \"c\": \"123456789012345678901234\", \"d\": 9223372036854775807,"
+                              " \"e\": {\"f\": 9223372036854775808}, \"g\": \"q\\\"1e400\"}";
+    kiln_err err = {{0}};
+    json_t *j = cv_json_parse(TEXT, strlen(TEXT), "cfg.json", &err);
+    if (!j) fail_msg("%s", err.msg);
+    assert_true(json_is_real(json_object_get(j, "a")));
+    assert_true(json_real_value(json_object_get(j, "a")) == 1e30);
+    assert_true(json_real_value(json_array_get(json_object_get(j, "b"), 0)) == -1e20);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(j, "b"), 1)), 7);
+    assert_string_equal(json_string_value(json_object_get(j, "c")), "123456789012345678901234");
+    assert_true(json_is_integer(json_object_get(j, "d")));
+    assert_true(json_is_real(json_object_get(json_object_get(j, "e"), "f")));
+    assert_string_equal(json_string_value(json_object_get(j, "g")), "q\"1e400");
+    json_decref(j);
+    assert_null(cv_json_parse("{\"a\": 1000000000000000019884624838656,", 38, "cfg.json", &err));
+    assert_non_null(strstr(err.msg, "cfg.json"));
+}
+static void test_json_big_integers_case(void **state) { (void)state, test_json_big_integers(); }
+
 static void test_naming(void **state) {
     (void)state;
     cv_name_parts p;
@@ -914,9 +1011,12 @@ int main(void) {
         cmocka_unit_test(test_err_dtype),
         cmocka_unit_test(test_err_pre_tokenizer),
         cmocka_unit_test(test_llama_hf_vocab),
+        cmocka_unit_test(test_llama_hf_vocab_extra_specials),
         cmocka_unit_test(test_spm_reader),
         cmocka_unit_test(test_pretok_detection),
+        cmocka_unit_test(test_pretok_limits),
         cmocka_unit_test(test_naming),
+        cmocka_unit_test(test_json_big_integers_case),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     /* the synthetic models and outputs take ~70 MB: leave nothing behind */

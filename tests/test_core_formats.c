@@ -9,6 +9,7 @@
  *    lists equal what their headers say (checked by an independent, naive
  *    scan of the JSON text); malformed headers give errors. */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ static void test_bf16(void **state) {
 }
 
 static void test_rows_simd_equal_scalar(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     enum { N = 4099 };
     float *src = malloc(N * 4), *out0 = malloc(N * 4), *out1 = malloc(N * 4);
     uint16_t *h0 = malloc(N * 2), *h1 = malloc(N * 2);
@@ -70,16 +72,28 @@ static void test_rows_simd_equal_scalar(void **state) {
         kiln_simd_set(KILN_SIMD_SCALAR);
         if (kind == 0) kiln_fp32_to_fp16_row(src, h0, N); else kiln_fp32_to_bf16_row(src, h0, N);
         if (kind == 0) kiln_fp16_to_fp32_row(h0, out0, N); else kiln_bf16_to_fp32_row(h0, out0, N);
-        for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
-            kiln_simd_set((kiln_simd_level)lvl);
-            if (kind == 0) kiln_fp32_to_fp16_row(src, h1, N); else kiln_fp32_to_bf16_row(src, h1, N);
-            assert_memory_equal(h0, h1, N * 2);
-            if (kind == 0) kiln_fp16_to_fp32_row(h0, out1, N); else kiln_bf16_to_fp32_row(h0, out1, N);
-            assert_memory_equal(out0, out1, N * 4);
-        }
+        kiln_simd_set(lvl);
+        if (kind == 0) kiln_fp32_to_fp16_row(src, h1, N); else kiln_fp32_to_bf16_row(src, h1, N);
+        assert_memory_equal(h0, h1, N * 2);
+        if (kind == 0) kiln_fp16_to_fp32_row(h0, out1, N); else kiln_bf16_to_fp32_row(h0, out1, N);
+        assert_memory_equal(out0, out1, N * 4);
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
     free(src); free(out0); free(out1); free(h0); free(h1);
+}
+
+/* KILN_SIMD caps kiln_simd_set() too, so that KILN_SIMD=avx2 runs the
+ * suites as an AVX2 machine would (the per-level cases above skip). */
+static void test_simd_cap_holds_for_set(void **state) {
+    const char *old = getenv("KILN_SIMD");
+    char saved[32] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    assert_int_equal(setenv("KILN_SIMD", "scalar", 1), 0);
+    kiln_simd_set(KILN_SIMD_AVX512);
+    const kiln_simd_level capped = kiln_simd();
+    if (old) setenv("KILN_SIMD", saved, 1);
+    else unsetenv("KILN_SIMD");
+    kiln_simd_set(KILN_SIMD_AVX512);
+    assert_int_equal(capped, KILN_SIMD_SCALAR);
 }
 
 static void test_type_table(void **state) {
@@ -211,7 +225,8 @@ int main(void) {
         cmocka_unit_test(test_fp16_all_values),
         cmocka_unit_test(test_fp16_rounding),
         cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_rows_simd_equal_scalar),
+        SIMD_VECTOR_TESTS(test_rows_simd_equal_scalar),
+        cmocka_unit_test(test_simd_cap_holds_for_set),
         cmocka_unit_test(test_type_table),
         cmocka_unit_test(test_fixtures_parse),
         cmocka_unit_test(test_malformed_safetensors),

@@ -18,6 +18,7 @@
  * (F16 cache + flash attention) within mean KLD 1e-4 of the f32 attention
  * and the same bits at every SIMD level. */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include "../convert/convert.h"
 #include "../testmodel/testmodel.h"
@@ -237,30 +238,30 @@ static float *eval_first_prompt(const char *stem, kiln_numeric_mode mode, int64_
     return out;
 }
 
-/* Every SIMD level must give the same bits as the scalar code. */
+/* This case's SIMD level must give the same bits as the scalar code (on
+ * the first fixture only under KILN_TEST_LIGHT, as in the attention tests
+ * below: the golden tests still run every fixture at the best level). */
 static void test_simd_levels(void **state) {
-    (void)state;
+    const kiln_simd_level lvl = simd_level_enter(state);
     SKIP_WITHOUT_SHARED();
     const char *stems[] = {"llama-Q4_K_M", "mixtral-Q8_0", "qwen2-f16"};
-    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++)
+    const size_t n_stems = kiln_test_light() ? 1 : sizeof stems / sizeof stems[0];
+    for (size_t i = 0; i < n_stems; i++)
         for (int mode = 0; mode < 2; mode++) {
             int64_t n = 0, n2 = 0;
             kiln_simd_set(KILN_SIMD_SCALAR);
             float *ref = eval_first_prompt(stems[i], mode, &n);
-            for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
-                kiln_simd_set((kiln_simd_level)lvl);
-                float *got = eval_first_prompt(stems[i], mode, &n2);
-                assert_int_equal(n, n2);
-                int64_t diff = 0;
-                for (int64_t j = 0; j < n; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
-                printf("# %s %s: %s vs scalar: %lld of %lld logits differ\n", stems[i], mode ? "exact" : "ggml",
-                       kiln_simd_name(kiln_simd()), (long long)diff, (long long)n);
-                free(got);
-                assert_int_equal(diff, 0);
-            }
+            kiln_simd_set(lvl);
+            float *got = eval_first_prompt(stems[i], mode, &n2);
+            assert_int_equal(n, n2);
+            int64_t diff = 0;
+            for (int64_t j = 0; j < n; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
+            printf("# %s %s: %s vs scalar: %lld of %lld logits differ\n", stems[i], mode ? "exact" : "ggml",
+                   kiln_simd_name(lvl), (long long)diff, (long long)n);
+            free(got);
             free(ref);
+            assert_int_equal(diff, 0);
         }
-    kiln_simd_set(KILN_SIMD_AVX512); /* capped to what the CPU has */
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -687,12 +688,14 @@ static float *eval_prompts_attn(const char *stem, kiln_attention attention, int6
 }
 
 /* llama.cpp's default attention (F16 cache, flash attention) stays close
- * to the f32 one, and gives the same bits at every SIMD level. */
+ * to the f32 one (test_attention_llamacpp_levels: and gives the same bits
+ * at every SIMD level). */
 static void test_attention_llamacpp(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
     const char *stems[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
-    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) {
+    const size_t n_stems = kiln_test_light() ? 1 : sizeof stems / sizeof stems[0];
+    for (size_t i = 0; i < n_stems; i++) {
         int64_t n = 0, n2 = 0, nv = 0, hd = 0;
         kiln_simd_set(KILN_SIMD_AVX512);
         float *f32 = eval_prompts_attn(stems[i], KILN_ATTN_F32, &n, &nv, &hd);
@@ -708,29 +711,43 @@ static void test_attention_llamacpp(void **state) {
         int64_t differ_f32 = 0;
         for (int64_t j = 0; j < n * nv; j++) differ_f32 += memcmp(f32 + j, ref + j, sizeof(float)) != 0;
         assert_true(differ_f32 > 0); /* the option does something */
-        for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
-            kiln_simd_set((kiln_simd_level)lvl);
-            float *got = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n2, &nv, &hd);
-            int64_t diff = 0;
-            for (int64_t j = 0; j < n * nv; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
-            printf("# %s llamacpp attention: %s vs scalar: %lld of %lld logits differ\n", stems[i],
-                   kiln_simd_name(kiln_simd()), (long long)diff, (long long)(n * nv));
-            free(got);
-            assert_int_equal(diff, 0);
-        }
         free(f32);
         free(ref);
     }
     kiln_simd_set(KILN_SIMD_AVX512); /* capped to what the CPU has */
 }
 
+/* llama.cpp's default attention at this case's SIMD level gives the
+ * scalar code's bits. */
+static void test_attention_llamacpp_levels(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    SKIP_WITHOUT_SHARED();
+    const char *stems[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
+    const size_t n_stems = kiln_test_light() ? 1 : sizeof stems / sizeof stems[0];
+    for (size_t i = 0; i < n_stems; i++) {
+        int64_t n = 0, n2 = 0, nv = 0, hd = 0;
+        kiln_simd_set(KILN_SIMD_SCALAR);
+        float *ref = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n, &nv, &hd);
+        kiln_simd_set(lvl);
+        float *got = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n2, &nv, &hd);
+        assert_int_equal(n, n2);
+        int64_t diff = 0;
+        for (int64_t j = 0; j < n * nv; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
+        printf("# %s llamacpp attention: %s vs scalar: %lld of %lld logits differ\n", stems[i], kiln_simd_name(lvl),
+               (long long)diff, (long long)(n * nv));
+        free(got);
+        free(ref);
+        assert_int_equal(diff, 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_masked), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),           cmocka_unit_test(test_kv_cache_decode),
-        cmocka_unit_test(test_archs_vs_reference), cmocka_unit_test(test_simd_levels),
+        cmocka_unit_test(test_archs_vs_reference), SIMD_VECTOR_TESTS(test_simd_levels),
         cmocka_unit_test(test_golden_ggml),    cmocka_unit_test(test_golden_exact),
-        cmocka_unit_test(test_attention_llamacpp),
+        cmocka_unit_test(test_attention_llamacpp), SIMD_VECTOR_TESTS(test_attention_llamacpp_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include "../imatrix/merge_files.h"
 #include "../imatrix/run.h"
 #include "../imatrix/stats.h"
+#include "../inspect/format.h"
 #include "../golden/perplexity.h"
 #include "../quantize/quantize_model.h"
 #include "../runtime/model.h"
@@ -478,57 +479,177 @@ static int collect_fixture(const char *fx, const kiln_imx_run_params *p, int64_t
     return rc;
 }
 
-/* Largest relative difference of in_sum2 over all columns; fails on any
- * difference of names, shapes or counts. */
-static double compare_to(const kiln_imatrix *got, const kiln_imatrix *want, const char *what) {
-    if (got->n_entries != want->n_entries)
-        fail_msg("%s: %llu entries, llama.cpp has %llu", what, (unsigned long long)got->n_entries,
-                 (unsigned long long)want->n_entries);
-    double worst = 0;
-    for (uint64_t i = 0; i < want->n_entries; i++) {
-        const kiln_imatrix_entry *a = &got->entries[i], *b = &want->entries[i];
-        if (strcmp(a->name, b->name)) fail_msg("%s: entry %llu is %s, llama.cpp has %s", what, (unsigned long long)i, a->name, b->name);
-        if (a->n != b->n || a->n_mat != b->n_mat) fail_msg("%s: %s has another shape", what, a->name);
-        for (int64_t m = 0; m < a->n_mat; m++)
-            if (a->counts[m] != b->counts[m])
-                fail_msg("%s: %s matrix %lld counts %g tokens, llama.cpp %g", what, a->name, (long long)m,
-                         (double)a->counts[m], (double)b->counts[m]);
-        for (int64_t k = 0; k < a->n * a->n_mat; k++) {
-            double d = fabs((double)a->in_sum2[k] - b->in_sum2[k]) / fmax(fabs((double)b->in_sum2[k]), 1e-30);
-            if (d > worst) worst = d;
-        }
-    }
-    return worst;
-}
-
 static const char *DATASET = "text/calib.groups_merged.txt";
 
+/* Compares an imatrix GGUF kiln wrote (got) with llama-imatrix's file of
+ * the same model and run (want): "the same bytes apart from the sums".
+ *  - metadata: the same keys in the same order, with the same types and
+ *    values. No key is exempt. The only one that could legitimately differ
+ *    is imatrix.datasets, which records the calibration path as given;
+ *    llama-imatrix ran in golden/ on text/calib.groups_merged.txt
+ *    (../shared/golden/README.md, section 3) and these runs pass that same
+ *    name (DATASET), so it must match too. chunk_count and chunk_size are
+ *    the run's settings (64 chunks of 128, as in the README's command).
+ *  - tensors: as many, with the same names, types, shapes, offsets and
+ *    sizes, in order, and identical header bytes up to the tensor data
+ *    (version, alignment, padding).
+ *  - data: each TENSOR.in_sum2 value within relative `tol` of llama.cpp's
+ *    (float sums added in another order), every other tensor (the
+ *    TENSOR.counts) byte for byte.
+ * Returns true when they agree, with the largest relative in_sum2
+ * difference in *worst; false with the first difference in msg. */
+static bool imatrix_file_agrees(const char *got_path, const char *want_path, double tol, double *worst, char *msg,
+                                size_t cap) {
+    kiln_err err = {{0}};
+    bool ok = false;
+    *worst = 0;
+    kiln_gguf *a = kiln_gguf_open(got_path, &err);
+    kiln_gguf *b = a ? kiln_gguf_open(want_path, &err) : NULL;
+    if (!b) {
+        snprintf(msg, cap, "%.400s", err.msg);
+        goto out;
+    }
+    if (a->n_kv != b->n_kv) {
+        snprintf(msg, cap, "%llu metadata keys, llama.cpp has %llu", (unsigned long long)a->n_kv,
+                 (unsigned long long)b->n_kv);
+        goto out;
+    }
+    for (uint64_t i = 0; i < a->n_kv; i++) {
+        const kiln_kv *x = &a->kv[i], *y = &b->kv[i];
+        if (x->key.len != y->key.len || memcmp(x->key.ptr, y->key.ptr, x->key.len)) {
+            snprintf(msg, cap, "key %llu is %.*s, llama.cpp has %.*s", (unsigned long long)i, (int)x->key.len,
+                     x->key.ptr, (int)y->key.len, y->key.ptr);
+            goto out;
+        }
+        if (!kiln_value_equal(&x->val, &y->val)) {
+            snprintf(msg, cap, "%.*s: another value than llama.cpp's", (int)x->key.len, x->key.ptr);
+            goto out;
+        }
+    }
+    if (a->n_tensors != b->n_tensors) {
+        snprintf(msg, cap, "%llu tensors, llama.cpp has %llu", (unsigned long long)a->n_tensors,
+                 (unsigned long long)b->n_tensors);
+        goto out;
+    }
+    for (uint64_t i = 0; i < a->n_tensors; i++) {
+        const kiln_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        if (x->name.len != y->name.len || memcmp(x->name.ptr, y->name.ptr, x->name.len)) {
+            snprintf(msg, cap, "tensor %llu is %.*s, llama.cpp has %.*s", (unsigned long long)i, (int)x->name.len,
+                     x->name.ptr, (int)y->name.len, y->name.ptr);
+            goto out;
+        }
+        if (x->type != y->type || x->n_dims != y->n_dims || memcmp(x->ne, y->ne, sizeof x->ne) ||
+            x->offset != y->offset || x->nbytes != y->nbytes) {
+            snprintf(msg, cap, "%.*s: another type, shape or offset than llama.cpp's", (int)x->name.len, x->name.ptr);
+            goto out;
+        }
+    }
+    const kiln_gguf_shard *sa = &a->shards[0], *sb = &b->shards[0];
+    if (sa->size != sb->size || sa->data_offset != sb->data_offset || memcmp(sa->map, sb->map, sa->data_offset)) {
+        snprintf(msg, cap, "the header bytes or the file size differ from llama.cpp's");
+        goto out;
+    }
+    static const char SUM2[] = ".in_sum2";
+    for (uint64_t i = 0; i < a->n_tensors; i++) {
+        const kiln_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        int nl = (int)x->name.len;
+        bool sum2 = x->name.len >= sizeof SUM2 - 1 &&
+                    !memcmp(x->name.ptr + x->name.len - (sizeof SUM2 - 1), SUM2, sizeof SUM2 - 1);
+        if (!sum2) {
+            if (memcmp(x->data, y->data, x->nbytes)) {
+                snprintf(msg, cap, "%.*s: other bytes than llama.cpp's", nl, x->name.ptr);
+                goto out;
+            }
+            continue;
+        }
+        for (int64_t k = 0; k < x->nelements; k++) {
+            float u, v;
+            memcpy(&u, x->data + 4 * k, 4);
+            memcpy(&v, y->data + 4 * k, 4);
+            double d = fabs((double)u - v) / fmax(fabs((double)v), 1e-30);
+            if (d > *worst) *worst = d;
+            if (!(d <= tol)) {
+                snprintf(msg, cap, "%.*s[%lld]: %g, llama.cpp %g (relative difference %.3g > %g)", nl, x->name.ptr,
+                         (long long)k, u, v, d, tol);
+                goto out;
+            }
+        }
+    }
+    ok = true;
+out:
+    kiln_gguf_close(a);
+    kiln_gguf_close(b);
+    return ok;
+}
+
+/* The comparison golden_equal relies on reports what it claims to check:
+ * llama.cpp's llama imatrix read and written back by kiln agrees with the
+ * original, and another model's file or a copy with one value changed does
+ * not (comparing key names only let every one of these through). */
+enum { COPY_SAME, COPY_DATASET, COPY_CHUNKS, COPY_COUNT, COPY_SUM_FAR, COPY_SUM_NEAR };
+
+static bool llama_copy_agrees(int change, double *worst, char *msg, size_t cap) {
+    kiln_err err = {{0}};
+    const char *want = kiln_shared_path("golden/imatrix/llama.imatrix.gguf");
+    kiln_imatrix *im = kiln_imatrix_read(want, &err);
+    if (!im) fail_msg("%s", err.msg);
+    kiln_imatrix_entry *e = &im->entries[im->n_entries / 2];
+    switch (change) {
+    case COPY_DATASET:
+        free(im->datasets[0]);
+        im->datasets[0] = strdup("calib.groups_merged.txt"); /* the same file, named from elsewhere */
+        assert_non_null(im->datasets[0]);
+        break;
+    case COPY_CHUNKS: im->chunk_count++; break;
+    case COPY_COUNT: e->counts[0] += 1; break;
+    case COPY_SUM_FAR: e->in_sum2[3] *= 1.001f; break;   /* 10x the tolerance */
+    case COPY_SUM_NEAR: e->in_sum2[3] *= 1.00002f; break; /* a fifth of it */
+    }
+    const char *copy = kiln_test_tmp_path("llama-copy.gguf");
+    if (kiln_imatrix_write_gguf(im, copy, true, &err) < 0) fail_msg("%s", err.msg);
+    kiln_imatrix_free(im);
+    return imatrix_file_agrees(copy, want, 1e-4, worst, msg, cap);
+}
+
+static void golden_file_comparison(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    double worst;
+    char msg[512];
+    if (!llama_copy_agrees(COPY_SAME, &worst, msg, sizeof msg)) fail_msg("an unchanged copy: %s", msg);
+    assert_true(worst == 0);
+    assert_false(imatrix_file_agrees(kiln_shared_path("golden/imatrix/mixtral.imatrix.gguf"),
+                                     kiln_shared_path("golden/imatrix/llama.imatrix.gguf"), 1e-4, &worst, msg, sizeof msg));
+    assert_non_null(strstr(msg, "64 tensors, llama.cpp has 56"));
+    assert_false(llama_copy_agrees(COPY_DATASET, &worst, msg, sizeof msg));
+    assert_non_null(strstr(msg, "imatrix.datasets: another value"));
+    assert_false(llama_copy_agrees(COPY_CHUNKS, &worst, msg, sizeof msg));
+    assert_non_null(strstr(msg, "imatrix.chunk_count: another value"));
+    assert_false(llama_copy_agrees(COPY_COUNT, &worst, msg, sizeof msg));
+    assert_non_null(strstr(msg, ".counts: other bytes"));
+    assert_false(llama_copy_agrees(COPY_SUM_FAR, &worst, msg, sizeof msg));
+    assert_non_null(strstr(msg, ".in_sum2[3]: "));
+    if (!llama_copy_agrees(COPY_SUM_NEAR, &worst, msg, sizeof msg)) fail_msg("a sum within the tolerance: %s", msg);
+    assert_true(worst > 0 && worst <= 1e-4);
+}
+
+/* A run as llama-imatrix's (64 chunks of 128, PPL on) gives the statistics
+ * of llama.cpp's file, and kiln writes them as llama-imatrix does. */
 static void golden_equal(const char *fx) {
     kiln_imx_run_params p = {.compute_ppl = true, .datasets = &DATASET, .n_datasets = 1};
     kiln_imx_run_result r;
     kiln_err err = {{0}};
     if (collect_fixture(fx, &p, 64, &r, &err) < 0) fail_msg("%s: %s", fx, err.msg);
-    char gp[128];
-    snprintf(gp, sizeof gp, "golden/imatrix/%s.imatrix.gguf", fx);
-    kiln_imatrix *want = kiln_imatrix_read(kiln_shared_path(gp), &err);
-    assert_non_null(want);
-    assert_int_equal(r.im->chunk_count, want->chunk_count);
-    assert_int_equal(r.im->chunk_size, want->chunk_size);
-    double worst = compare_to(r.im, want, fx);
-    print_message("# %s: %llu tensors, names and counts identical, max relative sum(x^2) error %.3g, PPL %.4f\n", fx,
-                  (unsigned long long)want->n_entries, worst, r.ppl);
-    assert_true(worst <= 1e-4);
-    /* written as llama.cpp writes it: the same bytes apart from the sums */
-    snprintf(gp, sizeof gp, "%s.gguf", fx);
-    assert_int_equal(kiln_imatrix_write_gguf(r.im, kiln_test_tmp_path(gp), true, &err), 0);
-    kiln_gguf *a = kiln_gguf_open(kiln_test_tmp_path(gp), &err), *b = kiln_gguf_open(kiln_shared_path("golden/imatrix/llama.imatrix.gguf"), &err);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_int_equal(a->n_kv, b->n_kv);
-    for (uint64_t i = 0; i < a->n_kv; i++) assert_true(a->kv[i].key.len == b->kv[i].key.len && !memcmp(a->kv[i].key.ptr, b->kv[i].key.ptr, a->kv[i].key.len));
-    kiln_gguf_close(a);
-    kiln_gguf_close(b);
-    kiln_imatrix_free(want);
+    char got[128], want[128], msg[512];
+    snprintf(got, sizeof got, "%s.gguf", fx);
+    if (kiln_imatrix_write_gguf(r.im, kiln_test_tmp_path(got), true, &err) < 0) fail_msg("%s: %s", fx, err.msg);
+    snprintf(want, sizeof want, "golden/imatrix/%s.imatrix.gguf", fx);
+    double worst;
+    if (!imatrix_file_agrees(kiln_test_tmp_path(got), kiln_shared_path(want), 1e-4, &worst, msg, sizeof msg))
+        fail_msg("%s: %s", fx, msg);
+    print_message("# %s: %llu weights, metadata, tensors and counts identical to llama-imatrix's file, max relative "
+                  "sum(x^2) error %.3g, PPL %.4f\n",
+                  fx, (unsigned long long)r.im->n_entries, worst, r.ppl);
     kiln_imatrix_free(r.im);
 }
 
@@ -692,6 +813,7 @@ int main(void) {
         cmocka_unit_test(golden_stats),
         cmocka_unit_test(merge_files),
         cmocka_unit_test(model_check),
+        cmocka_unit_test(golden_file_comparison),
         cmocka_unit_test(golden_llama),
         cmocka_unit_test(golden_mixtral),
         cmocka_unit_test(golden_qwen2),

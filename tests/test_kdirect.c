@@ -6,9 +6,11 @@
  * heavy-tailed, so every Q8_K block holds a -128. For each covered type,
  * kiln_matmul (1..3 tokens) and kiln_matmul_expert (1..6 tokens) must
  * equal kiln_kdot_ref (vec_dot or, for repacked Q4_K / Q2_K, gemv order)
- * or qt->dot, memcmp-identical, at every SIMD level this CPU has; and
- * kiln_kdirect itself for more tokens than one group. */
+ * or qt->dot, memcmp-identical, at every SIMD level (one test case per
+ * level, skipped where the CPU lacks it); and kiln_kdirect itself for more
+ * tokens than one group. */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
@@ -100,32 +102,25 @@ static void drop(problem *p) {
     free(p->y);
 }
 
-static void same(const problem *p, const char *what, kiln_simd_level level) {
+static void same(const problem *p, const char *what) {
     for (int64_t i = 0; i < p->n_out * p->T; i++)
         if (memcmp(&p->y[i], &p->want[i], sizeof(float)))
             fail_msg("%s %s n_in %lld n_out %lld tokens %lld at %s: token %lld row %lld is %.9g, reference %.9g",
                      kiln_type_name(p->qt->type), what, (long long)p->n_in, (long long)p->n_out, (long long)p->T,
-                     kiln_simd_name(level), (long long)(i / p->n_out), (long long)(i % p->n_out), p->y[i],
+                     kiln_simd_name(kiln_simd()), (long long)(i / p->n_out), (long long)(i % p->n_out), p->y[i],
                      p->want[i]);
 }
 
-static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
-
-/* kiln_matmul / kiln_matmul_expert against the reference at every level. */
+/* kiln_matmul / kiln_matmul_expert against the reference at the current
+ * level. */
 static void check(uint32_t type, int64_t n_in, int64_t n_out, int64_t T, bool expert) {
     const kiln_qtype *qt = kiln_qtype_get(type);
     const kiln_korder order = qt->act_type == KILN_Q8_K && kiln_qtype_repacked(qt, n_out) ? KILN_KORDER_GEMV
                                                                                           : KILN_KORDER_VECDOT;
     problem p = make(type, n_in, n_out, T, order);
-    for (size_t l = 0; l < sizeof LEVELS / sizeof LEVELS[0]; l++) {
-        kiln_simd_set(LEVELS[l]);
-        if (kiln_simd() != LEVELS[l]) continue;
-        memset(p.y, 0xFF, (size_t)(n_out * T) * sizeof(float));
-        assert_int_equal((expert ? kiln_matmul_expert : kiln_matmul)(type, p.w, n_in, n_out, p.x, T, p.y, KILN_NUM_GGML),
-                         0);
-        same(&p, expert ? "expert" : "matmul", LEVELS[l]);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    memset(p.y, 0xFF, (size_t)(n_out * T) * sizeof(float));
+    assert_int_equal((expert ? kiln_matmul_expert : kiln_matmul)(type, p.w, n_in, n_out, p.x, T, p.y, KILN_NUM_GGML), 0);
+    same(&p, expert ? "expert" : "matmul");
     drop(&p);
 }
 
@@ -133,7 +128,7 @@ static const uint32_t KTYPES[] = {KILN_Q2_K, KILN_Q3_K, KILN_Q4_K, KILN_Q5_K, KI
 static const uint32_t LTYPES[] = {KILN_Q8_0, KILN_Q4_0, KILN_Q5_0, KILN_IQ4_NL};
 
 static void test_kquants(void **state) {
-    (void)state;
+    simd_level_enter(state);
     const int64_t n_ins[] = {256, 768, 2048};
     const int64_t n_outs[] = {16, 21, 40}; /* 16, 40: Q4_K / Q2_K take the gemv order */
     for (size_t i = 0; i < sizeof KTYPES / sizeof KTYPES[0]; i++)
@@ -146,7 +141,7 @@ static void test_kquants(void **state) {
 }
 
 static void test_legacy(void **state) {
-    (void)state;
+    simd_level_enter(state);
     const int64_t n_ins[] = {32, 96, 256, 288, 2048}; /* not only whole groups of 8 blocks */
     const int64_t n_outs[] = {16, 21};
     for (size_t i = 0; i < sizeof LTYPES / sizeof LTYPES[0]; i++)
@@ -158,39 +153,35 @@ static void test_legacy(void **state) {
 }
 
 /* More tokens than one pass over a row takes (4), straight through
- * kiln_kdirect, in both Q8_K orders. */
+ * kiln_kdirect (which has no scalar path), in both Q8_K orders. */
 static void test_groups(void **state) {
-    (void)state;
+    simd_level_enter(state);
     const uint32_t types[] = {KILN_Q4_K, KILN_Q2_K, KILN_Q6_K, KILN_Q8_0};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int o = 0; o < 2; o++) {
             const kiln_korder order = o ? KILN_KORDER_GEMV : KILN_KORDER_VECDOT;
             if (order == KILN_KORDER_GEMV && !kiln_qtype_get(types[i])->gemm_chunks) continue;
             problem p = make(types[i], 512, 19, 7, order);
-            for (size_t l = 1; l < sizeof LEVELS / sizeof LEVELS[0]; l++) {
-                kiln_simd_set(LEVELS[l]);
-                if (kiln_simd() != LEVELS[l]) continue;
-                assert_true(kiln_kdirect(p.qt, order, p.w, p.n_in, p.n_out, p.act, p.T, p.y));
-                same(&p, o ? "kdirect gemv" : "kdirect vec_dot", LEVELS[l]);
-            }
-            kiln_simd_set(KILN_SIMD_AVX512);
+            assert_true(kiln_kdirect(p.qt, order, p.w, p.n_in, p.n_out, p.act, p.T, p.y));
+            same(&p, o ? "kdirect gemv" : "kdirect vec_dot");
             drop(&p);
         }
-    /* the gemm order is the panels', and only repacked types have a gemv
-     * order: both refused */
-    kiln_simd_set(KILN_SIMD_AVX2);
-    if (kiln_simd() == KILN_SIMD_AVX2) {
-        assert_false(kiln_kdirect(kiln_qtype_get(KILN_Q4_K), KILN_KORDER_GEMM, NULL, 256, 8, NULL, 1, NULL));
-        assert_false(kiln_kdirect(kiln_qtype_get(KILN_Q6_K), KILN_KORDER_GEMV, NULL, 256, 8, NULL, 1, NULL));
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+}
+
+/* The gemm order is the panels', and only repacked types have a gemv
+ * order: both refused (run at AVX2). */
+static void test_refused_orders(void **state) {
+    simd_level_enter(state);
+    assert_false(kiln_kdirect(kiln_qtype_get(KILN_Q4_K), KILN_KORDER_GEMM, NULL, 256, 8, NULL, 1, NULL));
+    assert_false(kiln_kdirect(kiln_qtype_get(KILN_Q6_K), KILN_KORDER_GEMV, NULL, 256, 8, NULL, 1, NULL));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kquants),
-        cmocka_unit_test(test_legacy),
-        cmocka_unit_test(test_groups),
+        SIMD_LEVEL_TESTS(test_kquants),
+        SIMD_LEVEL_TESTS(test_legacy),
+        SIMD_VECTOR_TESTS(test_groups),
+        SIMD_LEVEL_TEST(test_refused_orders, 1, "avx2"),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

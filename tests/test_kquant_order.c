@@ -15,6 +15,7 @@
 
 #include <math.h>
 
+#include "simd_levels.h"
 #include "../core/cpu.h"
 #include "../core/types.h"
 #include "../golden/klgt.h"
@@ -25,7 +26,6 @@
 #include "../runtime/vecdot.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
 static float gauss(void) { return kiln_test_gaussf(&rng); }
 
 /* ---- 1. the orders, written out ----------------------------------------- */
@@ -77,8 +77,8 @@ static float expected(uint32_t type, kiln_korder order, const uint8_t *w, const 
     return r;
 }
 
-/* kiln_matmul (or its expert variant) against the written-out order, for
- * every SIMD level, on values of one sign (large integer sums, so that any
+/* kiln_matmul (or its expert variant) against the written-out order, at
+ * the current SIMD level, on values of one sign (large integer sums, so that any
  * other grouping shows). */
 static void check_type(uint32_t type, int64_t n_out, int64_t T, bool expert) {
     const int64_t n_in = 1024, nb = n_in / 256;
@@ -103,19 +103,13 @@ static void check_type(uint32_t type, int64_t n_out, int64_t T, bool expert) {
         const kiln_korder o = t < n_gemm ? KILN_KORDER_GEMM : repacked ? KILN_KORDER_GEMV : KILN_KORDER_VECDOT;
         for (int64_t r = 0; r < n_out; r++) want[t * n_out + r] = expected(type, o, w + r * row_bytes, a + t * nb, nb);
     }
-    const kiln_simd_level levels[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
-    for (int l = 0; l < 3; l++) {
-        kiln_simd_set(levels[l]);
-        if (kiln_simd() != levels[l]) continue;
-        const int rc = (expert ? kiln_matmul_expert : kiln_matmul)(type, w, n_in, n_out, x, T, y, KILN_NUM_GGML);
-        assert_int_equal(rc, 0);
-        for (int64_t i = 0; i < n_out * T; i++)
-            if (memcmp(&y[i], &want[i], 4))
-                fail_msg("%s rows %lld%s at %s: token %lld row %lld is %.9g, ggml's order %.9g", kiln_type_name(type),
-                         (long long)n_out, expert ? " (expert)" : "", kiln_simd_name(levels[l]), (long long)(i / n_out),
-                         (long long)(i % n_out), y[i], want[i]);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    const int rc = (expert ? kiln_matmul_expert : kiln_matmul)(type, w, n_in, n_out, x, T, y, KILN_NUM_GGML);
+    assert_int_equal(rc, 0);
+    for (int64_t i = 0; i < n_out * T; i++)
+        if (memcmp(&y[i], &want[i], 4))
+            fail_msg("%s rows %lld%s at %s: token %lld row %lld is %.9g, ggml's order %.9g", kiln_type_name(type),
+                     (long long)n_out, expert ? " (expert)" : "", kiln_simd_name(kiln_simd()), (long long)(i / n_out),
+                     (long long)(i % n_out), y[i], want[i]);
     free(src);
     free(imat);
     free(x);
@@ -126,7 +120,7 @@ static void check_type(uint32_t type, int64_t n_out, int64_t T, bool expert) {
 }
 
 static void test_vecdot_orders(void **state) {
-    (void)state;
+    simd_level_enter(state);
     const uint32_t types[] = {KILN_Q2_K, KILN_Q3_K, KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ2_XXS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_type(types[i], 21, 7, false); /* 21 rows: nothing is repacked */
@@ -135,7 +129,7 @@ static void test_vecdot_orders(void **state) {
 }
 
 static void test_repacked_orders(void **state) {
-    (void)state;
+    simd_level_enter(state);
     check_type(KILN_Q4_K, 24, 9, false);
     check_type(KILN_Q2_K, 24, 9, false);
     check_type(KILN_Q4_K, 24, 9, true); /* MUL_MAT_ID: gemv for every token */
@@ -173,8 +167,8 @@ static void test_act_q8_k_x4_ties(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vecdot_orders),
-        cmocka_unit_test(test_repacked_orders),
+        SIMD_LEVEL_TESTS(test_vecdot_orders),
+        SIMD_LEVEL_TESTS(test_repacked_orders),
         cmocka_unit_test(test_act_q8_k_x4_ties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

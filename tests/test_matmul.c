@@ -11,8 +11,10 @@
  * double product of dequantized weights and raw activations. Q8_0 and
  * F32 / F16 / BF16 in KILN_NUM_GGML mode follow llama.cpp's x86 orders, which are
  * written out once more here and compared bit for bit. Needs no
- * ../shared. */
+ * ../shared. Each SIMD level is its own test case, skipped where the CPU
+ * lacks it (tests/simd_levels.h). */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include <math.h>
 
@@ -24,13 +26,12 @@
 #include "../codec/quants.h"
 #include "../runtime/matmul.h"
 #include "../runtime/vecdot.h"
+#include "../runtime/kernels.h"
 
 static const uint32_t TYPES[] = {KILN_F32,  KILN_F16,  KILN_BF16, KILN_Q8_0, KILN_Q4_0,
                                  KILN_Q5_0, KILN_IQ4_NL, KILN_Q2_K, KILN_Q3_K, KILN_Q4_K,
                                  KILN_Q5_K, KILN_Q6_K, KILN_IQ2_XXS};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
-
-static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
@@ -191,6 +192,7 @@ static void test_exact_mode(void **state) {
 /* Every SIMD level, and every way of batching tokens, gives the scalar
  * level's bits, on random and on coherent data. */
 static void test_simd_and_batching_bit_exact(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     for (int pass = 0; pass < 4; pass++) {
         const int mode = pass & 1;
         coherent = pass >= 2;
@@ -201,24 +203,20 @@ static void test_simd_and_batching_bit_exact(void **state) {
             fill_data(x, T * m.n_in, 1.0f);
             kiln_simd_set(KILN_SIMD_SCALAR);
             float *ref = run(&m, x, T, (kiln_numeric_mode)mode);
-            for (int l = 1; l < 3; l++) {
-                kiln_simd_set(LEVELS[l]);
-                if (kiln_simd() != LEVELS[l]) continue;
-                float *y = run(&m, x, T, (kiln_numeric_mode)mode);
-                for (int64_t j = 0; j < T * m.n_out; j++)
-                    if (memcmp(&y[j], &ref[j], 4))
-                        fail_msg("%s %s at %s: output %lld is %.9g, scalar %.9g", kiln_type_name(m.type),
-                                 mode ? "exact" : "ggml", kiln_simd_name(LEVELS[l]), (long long)j, y[j], ref[j]);
-                free(y);
-                /* one token at a time (F32 in GGML mode only because n_in = 601
-                 * is no multiple of 16: see test_float_ggml_orders) */
-                for (int64_t t = 0; t < T; t += 5) {
-                    float *y1 = run(&m, x + t * m.n_in, 1, (kiln_numeric_mode)mode);
-                    assert_memory_equal(y1, ref + t * m.n_out, (size_t)m.n_out * sizeof(float));
-                    free(y1);
-                }
+            kiln_simd_set(lvl);
+            float *y = run(&m, x, T, (kiln_numeric_mode)mode);
+            for (int64_t j = 0; j < T * m.n_out; j++)
+                if (memcmp(&y[j], &ref[j], 4))
+                    fail_msg("%s %s at %s: output %lld is %.9g, scalar %.9g", kiln_type_name(m.type),
+                             mode ? "exact" : "ggml", kiln_simd_name(lvl), (long long)j, y[j], ref[j]);
+            free(y);
+            /* one token at a time (F32 in GGML mode only because n_in = 601
+             * is no multiple of 16: see test_float_ggml_orders) */
+            for (int64_t t = 0; t < T; t += 5) {
+                float *y1 = run(&m, x + t * m.n_in, 1, (kiln_numeric_mode)mode);
+                assert_memory_equal(y1, ref + t * m.n_out, (size_t)m.n_out * sizeof(float));
+                free(y1);
             }
-            kiln_simd_set(KILN_SIMD_AVX512);
             free(ref);
             free(x);
             free_mat(&m);
@@ -252,26 +250,25 @@ static void test_large(void **state) {
 }
 
 /* The x86 backend's Q8_0 activations: 127 / amax and round half to even
- * (the codec's reference quantizer would give 1 for 0.5 and 3 for 2.5). */
+ * (the codec's reference quantizer would give 1 for 0.5 and 3 for 2.5),
+ * at this case's level. */
 static void test_act_q8_0_rounding(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     float x[32] = {127.0f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.5f, 0.0f, -0.0f, 126.5f};
     for (int j = 10; j < 32; j++) x[j] = (float)j * 1.75f - 30.0f;
     const int want[10] = {127, 0, 0, 2, 2, -2, 4, 0, 0, 126};
-    for (int l = 0; l < 3; l++) {
-        kiln_simd_set(LEVELS[l]);
-        kiln_block_q8_0 b;
-        kiln_act_q8_0(x, &b, 32);
-        assert_int_equal(b.d, kiln_fp32_to_fp16(1.0f));
-        for (int j = 0; j < 10; j++) assert_int_equal(b.qs[j], want[j]);
-    }
-    /* SIMD and scalar agree on arbitrary rows, zero blocks included */
+    kiln_block_q8_0 q;
+    kiln_act_q8_0(x, &q, 32);
+    assert_int_equal(q.d, kiln_fp32_to_fp16(1.0f));
+    for (int j = 0; j < 10; j++) assert_int_equal(q.qs[j], want[j]);
+    /* this level and scalar agree on arbitrary rows, zero blocks included */
     float r[4096];
     fill(r, 4096, 3.0f);
     memset(r + 64, 0, 32 * sizeof(float));
     kiln_block_q8_0 a[128], b[128];
     kiln_simd_set(KILN_SIMD_SCALAR);
     kiln_act_q8_0(r, a, 4096);
-    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_simd_set(lvl);
     kiln_act_q8_0(r, b, 4096);
     assert_memory_equal(a, b, sizeof a);
 }
@@ -280,6 +277,7 @@ static void test_act_q8_0_rounding(void **state) {
  * bytes (any scale field, any sign pattern), 8 blocks at a time for the
  * 32-weight formats. */
 static void test_unpack_simd(void **state) {
+    simd_level_enter(state);
     for (size_t i = 3; i < N_TYPES; i++) {
         const kiln_qtype *qt = kiln_qtype_get(TYPES[i]);
         const int n = qt->block == 32 ? 8 : 1;
@@ -296,7 +294,6 @@ static void test_unpack_simd(void **state) {
             if (memcmp(&a, &b, sizeof a)) fail_msg("%s: AVX2 unpack differs", kiln_type_name(TYPES[i]));
         }
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
 }
 
 /* Sum of 16 lanes in the tree of gcc's _mm512_reduce_add_ps. */
@@ -311,6 +308,7 @@ static float tree16(const float *v) {
  * independently of the kernels, on coherent data (large sums, so any other
  * order shows), at every SIMD level, batched and one token at a time. */
 static void test_q8_0_x86_order(void **state) {
+    simd_level_enter(state);
     coherent = true;
     mat m = make_mat(KILN_Q8_0, 1024, 37);
     coherent = false;
@@ -334,17 +332,12 @@ static void test_q8_0_x86_order(void **state) {
             }
             want[t * m.n_out + r] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
         }
-    for (int l = 0; l < 3; l++) {
-        kiln_simd_set(LEVELS[l]);
-        if (kiln_simd() != LEVELS[l]) continue;
-        float *y = run(&m, x, T, KILN_NUM_GGML);
-        assert_memory_equal(y, want, (size_t)(T * m.n_out) * sizeof(float));
-        free(y);
-        float *y1 = run(&m, x + 4 * m.n_in, 1, KILN_NUM_GGML);
-        assert_memory_equal(y1, want + 4 * m.n_out, (size_t)m.n_out * sizeof(float));
-        free(y1);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    float *y = run(&m, x, T, KILN_NUM_GGML);
+    assert_memory_equal(y, want, (size_t)(T * m.n_out) * sizeof(float));
+    free(y);
+    float *y1 = run(&m, x + 4 * m.n_in, 1, KILN_NUM_GGML);
+    assert_memory_equal(y1, want + 4 * m.n_out, (size_t)m.n_out * sizeof(float));
+    free(y1);
     free(want);
     free(a);
     free(x);
@@ -392,6 +385,7 @@ static float vec_order(uint32_t type, const float *w, const float *xt, int64_t n
 }
 
 static void test_float_ggml_orders(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     const uint32_t types[] = {KILN_F32, KILN_F16, KILN_BF16};
     /* 4096: more rows than one AVX2 block of widened rows (and a partial one) */
     const int64_t sizes[] = {640, 608, 601, 48, 640, 4096}, rows[] = {24, 24, 21, 24, 21, 24};
@@ -424,27 +418,22 @@ static void test_float_ggml_orders(void **state) {
                 }
             const bool tinyblas = n % 16 == 0 && m.n_out % 4 == 0;
             const float *batch = tinyblas ? tiny : vec;
-            for (int l = 0; l < 3; l++) {
-                kiln_simd_set(LEVELS[l]);
-                if (kiln_simd() != LEVELS[l]) continue;
-                for (int64_t nt = T - 1; nt <= T; nt++) {
-                    float *y = run(&m, x, nt, KILN_NUM_GGML);
-                    if (memcmp(y, batch, (size_t)(nt * m.n_out) * sizeof(float)))
-                        fail_msg("%s n_in %lld, %lld tokens at %s: batch differs from the %s order",
-                                 kiln_type_name(type), (long long)n, (long long)nt, kiln_simd_name(LEVELS[l]),
-                                 tinyblas ? "tinyBLAS" : "vec_dot");
-                    check_against(&m, x, nt, y, KILN_NUM_GGML, 1e-5);
-                    free(y);
-                }
-                for (int64_t t = 0; t < T; t += 3) {
-                    float *y1 = run(&m, x + t * n, 1, KILN_NUM_GGML);
-                    if (memcmp(y1, vec + t * m.n_out, (size_t)m.n_out * sizeof(float)))
-                        fail_msg("%s n_in %lld at %s: one token differs from the vec_dot order",
-                                 kiln_type_name(type), (long long)n, kiln_simd_name(LEVELS[l]));
-                    free(y1);
-                }
+            for (int64_t nt = T - 1; nt <= T; nt++) {
+                float *y = run(&m, x, nt, KILN_NUM_GGML);
+                if (memcmp(y, batch, (size_t)(nt * m.n_out) * sizeof(float)))
+                    fail_msg("%s n_in %lld, %lld tokens at %s: batch differs from the %s order",
+                             kiln_type_name(type), (long long)n, (long long)nt, kiln_simd_name(lvl),
+                             tinyblas ? "tinyBLAS" : "vec_dot");
+                check_against(&m, x, nt, y, KILN_NUM_GGML, 1e-5);
+                free(y);
             }
-            kiln_simd_set(KILN_SIMD_AVX512);
+            for (int64_t t = 0; t < T; t += 3) {
+                float *y1 = run(&m, x + t * n, 1, KILN_NUM_GGML);
+                if (memcmp(y1, vec + t * m.n_out, (size_t)m.n_out * sizeof(float)))
+                    fail_msg("%s n_in %lld at %s: one token differs from the vec_dot order", kiln_type_name(type),
+                             (long long)n, kiln_simd_name(lvl));
+                free(y1);
+            }
             free(tiny);
             free(vec);
             free(x);
@@ -453,6 +442,83 @@ static void test_float_ggml_orders(void **state) {
             free(W);
             free_mat(&m);
         }
+}
+
+/* A kernel buffer that cannot be had fails the product: with the k-th
+ * allocation refused (k = 0, 1, ...; runtime/kernels.h's test hook),
+ * every call returns -1 or gives the bits of an unhindered one, never
+ * 0 with outputs left unwritten - both numeric modes, every type, decode
+ * and batches, tinyBLAS's shape too. */
+static void test_alloc_failure(void **state) {
+    simd_level_enter(state);
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const uint32_t type = TYPES[i];
+        const bool is_float = type == KILN_F32 || type == KILN_F16 || type == KILN_BF16;
+        for (int shape = 0; shape < (is_float ? 2 : 1); shape++) {
+            mat m = make_mat(type, shape ? 640 : n_in_for(type), shape ? 24 : 21);
+            const int64_t T = 9;
+            float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+            float *y = malloc((size_t)(T * m.n_out) * sizeof(float));
+            fill(x, T * m.n_in, 1.0f);
+            for (int mode = 0; mode < 2; mode++)
+                for (int64_t nt = 1; nt <= T; nt += T - 1) {
+                    float *ref = run(&m, x, nt, (kiln_numeric_mode)mode);
+                    for (int k = 0; k < 6; k++) {
+                        for (int64_t j = 0; j < nt * m.n_out; j++) y[j] = NAN;
+                        kiln_kernel_alloc_fail_after(k);
+                        const int rc = kiln_matmul(type, m.w, m.n_in, m.n_out, x, nt, y, (kiln_numeric_mode)mode);
+                        kiln_kernel_alloc_fail_after(-1);
+                        if (rc == 0) {
+                            if (memcmp(y, ref, (size_t)(nt * m.n_out) * sizeof(float)))
+                                fail_msg("%s %s, %lld tokens, allocation %d refused: returned 0 with wrong outputs",
+                                         kiln_type_name(type), mode ? "exact" : "ggml", (long long)nt, k);
+                        } else {
+                            assert_int_equal(rc, -1);
+                        }
+                    }
+                    /* a product that asks for a buffer must report its refusal
+                     * (F32 in GGML mode, and one-token exact products on
+                     * AVX-512, need none): the probe gets the refusal
+                     * only if the product did not ask */
+                    kiln_kernel_alloc_fail_after(0);
+                    const int rc = kiln_matmul(type, m.w, m.n_in, m.n_out, x, nt, y, (kiln_numeric_mode)mode);
+                    void *probe = kiln_kernel_alloc(1);
+                    kiln_kernel_alloc_fail_after(-1);
+                    assert_int_equal(rc, probe ? -1 : 0);
+                    free(probe);
+                    free(ref);
+                }
+            free(x);
+            free(y);
+            free_mat(&m);
+        }
+    }
+}
+
+/* An expert's product (ggml_mul_mat_id) of float weights in GGML mode
+ * takes the type's vec_dot order for every token, never tinyBLAS's: a
+ * batch gives the bits of one token at a time. */
+static void test_expert_float_order(void **state) {
+    simd_level_enter(state);
+    const uint32_t types[] = {KILN_F32, KILN_F16, KILN_BF16};
+    for (int ti = 0; ti < 3; ti++) {
+        mat m = make_mat(types[ti], 640, 24); /* a shape tinyBLAS takes */
+        const int64_t T = 8;
+        float *x = malloc((size_t)(T * m.n_in) * sizeof(float));
+        float *y = malloc((size_t)(T * m.n_out) * sizeof(float));
+        fill(x, T * m.n_in, 1.0f);
+        assert_int_equal(kiln_matmul_expert(m.type, m.w, m.n_in, m.n_out, x, T, y, KILN_NUM_GGML), 0);
+        for (int64_t t = 0; t < T; t++) {
+            float *y1 = run(&m, x + t * m.n_in, 1, KILN_NUM_GGML);
+            if (memcmp(y1, y + t * m.n_out, (size_t)m.n_out * sizeof(float)))
+                fail_msg("%s expert, token %lld: differs from the one-token (vec_dot) order",
+                         kiln_type_name(m.type), (long long)t);
+            free(y1);
+        }
+        free(x);
+        free(y);
+        free_mat(&m);
+    }
 }
 
 static void test_unsupported(void **state) {
@@ -465,15 +531,17 @@ static void test_unsupported(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_act_q8_0_rounding),
-        cmocka_unit_test(test_unpack_simd),
+        SIMD_LEVEL_TESTS(test_act_q8_0_rounding),
+        SIMD_LEVEL_TEST(test_unpack_simd, 1, "avx2"),
         cmocka_unit_test(test_ggml_mode_integer_path),
         cmocka_unit_test(test_exact_mode),
-        cmocka_unit_test(test_simd_and_batching_bit_exact),
+        SIMD_VECTOR_TESTS(test_simd_and_batching_bit_exact),
         cmocka_unit_test(test_large),
-        cmocka_unit_test(test_q8_0_x86_order),
-        cmocka_unit_test(test_float_ggml_orders),
+        SIMD_LEVEL_TESTS(test_q8_0_x86_order),
+        SIMD_LEVEL_TESTS(test_float_ggml_orders),
         cmocka_unit_test(test_unsupported),
+        SIMD_LEVEL_TESTS(test_alloc_failure),
+        SIMD_LEVEL_TESTS(test_expert_float_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,15 +28,12 @@ static void check_variant(const type_case *tc, const golden_src *src, int imx) {
     const kiln_codec *codec = kiln_codec_get((uint32_t)type);
     if (!codec) fail_msg("no codec for %s", tc->name);
     const char *sfx = imx ? ".imx" : "";
-    char qfmt[64], dfmt[64];
-    snprintf(qfmt, sizeof qfmt, "%%s.%%s%s.q", sfx);
-    snprintf(dfmt, sizeof dfmt, "%%s.%%s%s.deq.f32", sfx);
 
     size_t qlen, dlen, slen, wlen;
-    uint8_t *q = golden_load(qfmt, src->name, tc->name, &qlen);
-    float *deq = golden_load(dfmt, src->name, tc->name, &dlen);
-    float *x = golden_load("%s.f32", src->name, "", &slen);
-    float *w = golden_load("%s.imatrix.f32", src->name, "", &wlen);
+    uint8_t *q = golden_load(&qlen, "%s.%s%s.q", src->name, tc->name, sfx);
+    float *deq = golden_load(&dlen, "%s.%s%s.deq.f32", src->name, tc->name, sfx);
+    float *x = golden_load(&slen, "%s.f32", src->name);
+    float *w = golden_load(&wlen, "%s.imatrix.f32", src->name);
     int64_t n = src->rows * src->cols;
     assert_int_equal(dlen, (size_t)n * 4);
     assert_int_equal(slen, (size_t)n * 4);

@@ -5,6 +5,7 @@
  * and SIMD == scalar for both searches and the dequantizer. */
 #include "shared.h"
 #include "quant_golden.h"
+#include "simd_levels.h"
 
 #include <math.h>
 
@@ -113,9 +114,9 @@ static void test_ggml_search_matches_llama(void **state) {
     for (int t = 0; t < N_GOLDEN_SRCS; t++) {
         const golden_src *g = &GOLDEN_SRCS[t];
         size_t qlen;
-        float *x = golden_load("%s.f32", g->name, "", NULL);
-        float *w = golden_load("%s.imatrix.f32", g->name, "", NULL);
-        uint8_t *ref = golden_load("%s.%s.imx.q", g->name, "IQ2_XXS", &qlen);
+        float *x = golden_load(NULL, "%s.f32", g->name);
+        float *w = golden_load(NULL, "%s.imatrix.f32", g->name);
+        uint8_t *ref = golden_load(&qlen, "%s.%s.imx.q", g->name, "IQ2_XXS");
         uint8_t *q = malloc(qlen);
         assert_int_equal(kiln_quantize_iq2_xxs_ggml(x, q, g->rows, g->cols, w), qlen);
         size_t same = 0, nb = qlen / sizeof(kiln_block_iq2_xxs);
@@ -177,8 +178,8 @@ static void test_default_never_worse(void **state) {
     if (kiln_shared()) {
         for (int t = 0; t < N_GOLDEN_SRCS; t++) {
             const golden_src *g = &GOLDEN_SRCS[t];
-            float *gx = golden_load("%s.f32", g->name, "", NULL);
-            float *gw = golden_load("%s.imatrix.f32", g->name, "", NULL);
+            float *gx = golden_load(NULL, "%s.f32", g->name);
+            float *gw = golden_load(NULL, "%s.imatrix.f32", g->name);
             check_never_worse(gx, gw, g->rows, g->cols, &rr, &rw);
             printf("# %-22s default: rmse %.4fx, wrmse %.4fx of llama.cpp's\n", g->name, rr, rw);
             free(gx);
@@ -234,10 +235,10 @@ static void test_ref(void **state) {
     assert_memory_equal(a, b, sizeof a);
 }
 
-/* Every SIMD level gives the scalar bytes for both searches, and the
- * scalar floats when dequantizing. */
+/* This case's SIMD level gives the scalar bytes for both searches, and
+ * the scalar floats when dequantizing. */
 static void test_simd_matches_scalar(void **state) {
-    (void)state;
+    const kiln_simd_level lvl = simd_level_enter(state);
     int64_t rows = 6, cols = 1024;
     size_t bytes = row_bytes(cols) * (size_t)rows;
     float *x = malloc((size_t)(rows * cols) * 4), *w = malloc((size_t)cols * 4);
@@ -253,17 +254,14 @@ static void test_simd_matches_scalar(void **state) {
         kiln_simd_set(KILN_SIMD_SCALAR);
         paths[p](x, q0, rows, cols, w);
         kiln_dequantize_row_iq2_xxs(q0, y0, rows * cols);
-        for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
-            kiln_simd_set((kiln_simd_level)lvl);
-            paths[p](x, q1, rows, cols, w);
-            if (memcmp(q0, q1, bytes))
-                fail_msg("%s search: %s bytes differ from scalar", p ? "kiln" : "ggml", kiln_simd_name(kiln_simd()));
-            kiln_dequantize_row_iq2_xxs(q0, y1, rows * cols);
-            if (memcmp(y0, y1, (size_t)(rows * cols) * 4))
-                fail_msg("dequantize: %s differs from scalar", kiln_simd_name(kiln_simd()));
-        }
+        kiln_simd_set(lvl);
+        paths[p](x, q1, rows, cols, w);
+        if (memcmp(q0, q1, bytes))
+            fail_msg("%s search: %s bytes differ from scalar", p ? "kiln" : "ggml", kiln_simd_name(lvl));
+        kiln_dequantize_row_iq2_xxs(q1, y1, rows * cols);
+        if (memcmp(y0, y1, (size_t)(rows * cols) * 4))
+            fail_msg("dequantize: %s differs from scalar", kiln_simd_name(lvl));
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
     free(x);
     free(w);
     free(y0);
@@ -280,7 +278,7 @@ int main(void) {
         cmocka_unit_test(test_default_never_worse),
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_ref),
-        cmocka_unit_test(test_simd_matches_scalar),
+        SIMD_VECTOR_TESTS(test_simd_matches_scalar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
  *  - with an imatrix the weighted error drops, and kiln's own refined Q2_K
  *    imatrix search never does worse than ggml's on any block. */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include <math.h>
 
@@ -118,6 +119,7 @@ static void check_q8_k_block(const float *x, const kiln_block_q8_k *b) {
 }
 
 static void test_q8_k_math(void **state) {
+    simd_level_enter(state);
     enum { NB = 6 };
     float x[NB * 256], y[NB * 256];
     for (int i = 0; i < NB * 256; i++) x[i] = heavy();
@@ -130,12 +132,8 @@ static void test_q8_k_math(void **state) {
     kiln_quantize_row_q8_k_ref(x, b, NB * 256);
     for (int i = 0; i < NB; i++) check_q8_k_block(x + 256 * i, &b[i]);
     assert_true(b[2].d < 0 && b[3].d > 0);
-    for (int lvl = KILN_SIMD_SCALAR; lvl <= KILN_SIMD_AVX512; lvl++) {
-        kiln_simd_set((kiln_simd_level)lvl);
-        kiln_dequantize_row_q8_k(b, y, NB * 256);
-        for (int i = 0; i < NB * 256; i++) assert_true(y[i] == b[i / 256].d * b[i / 256].qs[i % 256]);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_dequantize_row_q8_k(b, y, NB * 256); /* at this case's level */
+    for (int i = 0; i < NB * 256; i++) assert_true(y[i] == b[i / 256].d * b[i / 256].qs[i % 256]);
     /* the codec entry ignores an imatrix and writes whole rows */
     kiln_block_q8_k b2[NB];
     float w[256];
@@ -195,6 +193,7 @@ static size_t run_searches(const float *x, const float *w, int n, uint8_t *out) 
 }
 
 static void test_search_simd_matches_scalar(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     static uint8_t ref[8192], got[8192];
     float x[64], w[64];
     for (int trial = 0; trial < 600; trial++) {
@@ -210,15 +209,11 @@ static void test_search_simd_matches_scalar(void **state) {
         if (trial % 11 == 5) for (int i = 0; i < n; i++) x[i] = 0.37f;
         kiln_simd_set(KILN_SIMD_SCALAR);
         size_t len = run_searches(x, w, n, ref);
-        for (int lvl = KILN_SIMD_AVX2; lvl <= KILN_SIMD_AVX512; lvl++) {
-            kiln_simd_set((kiln_simd_level)lvl);
-            assert_int_equal(run_searches(x, w, n, got), len);
-            if (memcmp(ref, got, len))
-                fail_msg("trial %d n %d: %s search differs from scalar", trial, n,
-                         kiln_simd_name(kiln_simd()));
-        }
+        kiln_simd_set(lvl);
+        assert_int_equal(run_searches(x, w, n, got), len);
+        if (memcmp(ref, got, len))
+            fail_msg("trial %d n %d: %s search differs from scalar", trial, n, kiln_simd_name(lvl));
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
 }
 
 /* Weighted error of x ~ scale * L - min. */
@@ -338,8 +333,8 @@ int main(void) {
         cmocka_unit_test(test_q2_k_layout),
         cmocka_unit_test(test_q3_k_layout),
         cmocka_unit_test(test_q3_k_exact_grid),
-        cmocka_unit_test(test_q8_k_math),
-        cmocka_unit_test(test_search_simd_matches_scalar),
+        SIMD_LEVEL_TESTS(test_q8_k_math),
+        SIMD_VECTOR_TESTS(test_search_simd_matches_scalar),
         cmocka_unit_test(test_search_properties),
         cmocka_unit_test(test_imatrix_and_threads),
         cmocka_unit_test(test_q2_k_refined),

@@ -65,11 +65,11 @@ static void test_golden_bytes(void **state) {
     for (size_t k = 0; k < N_KQ; k++) {
         for (int s = 0; s < N_GOLDEN_SRCS; s++) {
             const golden_src *src = &GOLDEN_SRCS[s];
-            float *x = golden_load("%s.f32", src->name, "", NULL);
-            float *w = golden_load("%s.imatrix.f32", src->name, "", NULL);
+            float *x = golden_load(NULL, "%s.f32", src->name);
+            float *w = golden_load(NULL, "%s.imatrix.f32", src->name);
             size_t qlen, ilen;
-            uint8_t *want = golden_load("%s.%s.q", src->name, KQ[k].name, &qlen);
-            uint8_t *want_imx = golden_load("%s.%s.imx.q", src->name, KQ[k].name, &ilen);
+            uint8_t *want = golden_load(&qlen, "%s.%s.q", src->name, KQ[k].name);
+            uint8_t *want_imx = golden_load(&ilen, "%s.%s.imx.q", src->name, KQ[k].name);
             uint8_t *got = malloc(qlen);
             assert_int_equal(qlen, ilen);
 

@@ -5,6 +5,7 @@
  * the scalar code on the row reference quantizers and on dequantization of
  * arbitrary blocks. Needs no ../shared. */
 #include "shared.h"
+#include "simd_levels.h"
 
 #include <math.h>
 
@@ -15,9 +16,6 @@
 #include "../codec/codec.h"
 #include "../codec/quants.h"
 
-static const kiln_simd_level LEVELS[] = {KILN_SIMD_SCALAR, KILN_SIMD_AVX2, KILN_SIMD_AVX512};
-#define N_LEVELS 3
-
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next(void) { return kiln_test_xorshift64(&rng); }
 static float uniform(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0)); }
@@ -25,66 +23,57 @@ static float uniform(void) { return (float)((next() >> 11) * (1.0 / 900719925474
 /* Q8_0 rounds x / d half away from zero (roundf), including the float just
  * below one half, which a naive "add 0.5 and truncate" gets wrong. */
 static void test_q8_0_rounding(void **state) {
+    simd_level_enter(state);
     float x[32] = {127.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 0.49999997f, -0.49999997f,
                    126.5f, -126.5f, 3.4999998f, -3.5000002f, 0.0f, -0.0f, 64.5f};
     for (int j = 16; j < 32; j++) x[j] = (float)(j - 16) * 7.25f - 50.0f;
-    for (int l = 0; l < N_LEVELS; l++) {
-        kiln_simd_set(LEVELS[l]);
-        kiln_block_q8_0 b;
-        kiln_quantize_row_q8_0_ref(x, &b, 32);
-        assert_int_equal(b.d, kiln_fp32_to_fp16(1.0f)); /* amax 127: d = 1, x / d = x */
-        for (int j = 0; j < 32; j++) assert_int_equal(b.qs[j], (int)roundf(x[j]));
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_block_q8_0 b;
+    kiln_quantize_row_q8_0_ref(x, &b, 32);
+    assert_int_equal(b.d, kiln_fp32_to_fp16(1.0f)); /* amax 127: d = 1, x / d = x */
+    for (int j = 0; j < 32; j++) assert_int_equal(b.qs[j], (int)roundf(x[j]));
 }
 
 /* Q4_0 / Q5_0 take the scale from the first value of largest magnitude,
  * so a tie between -0.5 and +0.5 gives a positive d; an all-zero block
  * keeps ggml's -0 scale and the middle level. */
 static void test_q4_q5_scale_rules(void **state) {
+    simd_level_enter(state);
     float tie[32] = {0}, zero[32];
     tie[3] = -0.5f;
     tie[10] = 0.5f;
     tie[20] = 0.25f;
     for (int j = 0; j < 32; j++) zero[j] = -0.0f;
-    for (int l = 0; l < N_LEVELS; l++) {
-        kiln_simd_set(LEVELS[l]);
-        kiln_block_q4_0 q4;
-        kiln_quantize_row_q4_0_ref(tie, &q4, 32);
-        assert_int_equal(q4.d, kiln_fp32_to_fp16(0.0625f));
-        assert_int_equal(q4.qs[3] & 15, 0);  /* -0.5 = d * (0 - 8) */
-        assert_int_equal(q4.qs[10] & 15, 15); /* +0.5 clips to level 15 */
-        assert_int_equal(q4.qs[4] >> 4, 12); /* weight 20: 0.25 / d + 8 */
-        kiln_quantize_row_q4_0_ref(zero, &q4, 32);
-        assert_int_equal(q4.d, 0x8000);
-        for (int j = 0; j < 16; j++) assert_int_equal(q4.qs[j], 0x88);
+    kiln_block_q4_0 q4;
+    kiln_quantize_row_q4_0_ref(tie, &q4, 32);
+    assert_int_equal(q4.d, kiln_fp32_to_fp16(0.0625f));
+    assert_int_equal(q4.qs[3] & 15, 0);  /* -0.5 = d * (0 - 8) */
+    assert_int_equal(q4.qs[10] & 15, 15); /* +0.5 clips to level 15 */
+    assert_int_equal(q4.qs[4] >> 4, 12); /* weight 20: 0.25 / d + 8 */
+    kiln_quantize_row_q4_0_ref(zero, &q4, 32);
+    assert_int_equal(q4.d, 0x8000);
+    for (int j = 0; j < 16; j++) assert_int_equal(q4.qs[j], 0x88);
 
-        kiln_block_q5_0 q5;
-        kiln_quantize_row_q5_0_ref(tie, &q5, 32);
-        assert_int_equal(q5.d, kiln_fp32_to_fp16(0.03125f));
-        kiln_quantize_row_q5_0_ref(zero, &q5, 32);
-        assert_int_equal(q5.d, 0x8000);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_block_q5_0 q5;
+    kiln_quantize_row_q5_0_ref(tie, &q5, 32);
+    assert_int_equal(q5.d, kiln_fp32_to_fp16(0.03125f));
+    kiln_quantize_row_q5_0_ref(zero, &q5, 32);
+    assert_int_equal(q5.d, 0x8000);
 }
 
 /* Levels 0..31 in weight order: checks the nibble pairing and the qh bit
  * of every weight, and that dequantization gives the values back. */
 static void test_q5_0_layout(void **state) {
+    simd_level_enter(state);
     float x[32], y[32];
     for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 0.25f;
-    for (int l = 0; l < N_LEVELS; l++) {
-        kiln_simd_set(LEVELS[l]);
-        kiln_block_q5_0 b;
-        kiln_quantize_row_q5_0_ref(x, &b, 32);
-        assert_int_equal(b.d, kiln_fp32_to_fp16(0.25f));
-        for (int j = 0; j < 16; j++) assert_int_equal(b.qs[j], j | j << 4);
-        uint8_t qh[4] = {0x00, 0x00, 0xff, 0xff};
-        assert_memory_equal(b.qh, qh, 4);
-        kiln_dequantize_row_q5_0(&b, y, 32);
-        assert_memory_equal(x, y, sizeof x);
-    }
-    kiln_simd_set(KILN_SIMD_AVX512);
+    kiln_block_q5_0 b;
+    kiln_quantize_row_q5_0_ref(x, &b, 32);
+    assert_int_equal(b.d, kiln_fp32_to_fp16(0.25f));
+    for (int j = 0; j < 16; j++) assert_int_equal(b.qs[j], j | j << 4);
+    uint8_t qh[4] = {0x00, 0x00, 0xff, 0xff};
+    assert_memory_equal(b.qh, qh, 4);
+    kiln_dequantize_row_q5_0(&b, y, 32);
+    assert_memory_equal(x, y, sizeof x);
 }
 
 /* The table entry nearest to x, ties to the upper one, in exact arithmetic
@@ -100,6 +89,7 @@ static int nearest_exact(double x) {
  * exactly 1, so the stored indices are the table choice for x itself.
  * Every midpoint and its float neighbours must land on the right side. */
 static void test_iq4_nl_switch_points(void **state) {
+    simd_level_enter(state);
     float v[15 * 5];
     int n = 0;
     for (int i = 1; i < 16; i++) {
@@ -108,23 +98,19 @@ static void test_iq4_nl_switch_points(void **state) {
         float vals[5] = {nextafterf(lo, -INFINITY), lo, m, hi, nextafterf(hi, INFINITY)};
         for (int k = 0; k < 5; k++) v[n++] = vals[k];
     }
-    for (int l = 0; l < N_LEVELS; l++) {
-        kiln_simd_set(LEVELS[l]);
-        for (int start = 0; start < n; start += 31) {
-            float x[32];
-            x[0] = -127.0f;
-            for (int j = 1; j < 32; j++) x[j] = v[(start + j - 1) % n];
-            kiln_block_iq4_nl b;
-            kiln_quantize_row_iq4_nl_ref(x, &b, 32);
-            for (int j = 1; j < 32; j++) {
-                int got = j < 16 ? b.qs[j] & 15 : b.qs[j - 16] >> 4;
-                if (got != nearest_exact(x[j]))
-                    fail_msg("%s: %.9g -> index %d, want %d", kiln_simd_name(kiln_simd()), x[j], got,
-                             nearest_exact(x[j]));
-            }
+    for (int start = 0; start < n; start += 31) {
+        float x[32];
+        x[0] = -127.0f;
+        for (int j = 1; j < 32; j++) x[j] = v[(start + j - 1) % n];
+        kiln_block_iq4_nl b;
+        kiln_quantize_row_iq4_nl_ref(x, &b, 32);
+        for (int j = 1; j < 32; j++) {
+            int got = j < 16 ? b.qs[j] & 15 : b.qs[j - 16] >> 4;
+            if (got != nearest_exact(x[j]))
+                fail_msg("%s: %.9g -> index %d, want %d", kiln_simd_name(kiln_simd()), x[j], got,
+                         nearest_exact(x[j]));
         }
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
 }
 
 /* An imatrix that is zero over a block leaves no weight to fit; ggml would
@@ -164,8 +150,9 @@ static void fill_awkward(float *x, int64_t n) {
 typedef void (*row_ref_fn)(const float *, void *, int64_t);
 
 /* The row reference quantizers (ggml's *_ref, not reached through the codec
- * table for IQ4_NL) give the scalar bytes at every SIMD level. */
+ * table for IQ4_NL) give the scalar bytes at this case's SIMD level. */
 static void test_ref_simd_matches_scalar(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     const struct {
         uint32_t type;
         row_ref_fn fn;
@@ -185,24 +172,21 @@ static void test_ref_simd_matches_scalar(void **state) {
             else for (int64_t i = 0; i < n; i++) x[i] = (uniform() - 0.5f) * 0.1f;
             kiln_simd_set(KILN_SIMD_SCALAR);
             refs[r].fn(x, q0, n);
-            for (int l = 1; l < N_LEVELS; l++) {
-                kiln_simd_set(LEVELS[l]);
-                refs[r].fn(x, q1, n);
-                if (memcmp(q0, q1, bytes))
-                    fail_msg("%s ref: %s differs from scalar", kiln_type_name(refs[r].type),
-                             kiln_simd_name(kiln_simd()));
-            }
+            kiln_simd_set(lvl);
+            refs[r].fn(x, q1, n);
+            if (memcmp(q0, q1, bytes))
+                fail_msg("%s ref: %s differs from scalar", kiln_type_name(refs[r].type), kiln_simd_name(lvl));
         }
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
     free(x);
     free(q0);
     free(q1);
 }
 
 /* Dequantizing random bytes (any finite scale, every level pattern) gives
- * the scalar floats at every SIMD level. */
+ * the scalar floats at this case's SIMD level. */
 static void test_dequant_simd_matches_scalar(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
     const uint32_t types[] = {KILN_Q8_0, KILN_Q4_0, KILN_Q5_0, KILN_IQ4_NL};
     int64_t n = 32 * 257;
     float *d0 = malloc((size_t)n * 4), *d1 = malloc((size_t)n * 4);
@@ -219,15 +203,12 @@ static void test_dequant_simd_matches_scalar(void **state) {
         }
         kiln_simd_set(KILN_SIMD_SCALAR);
         kiln_codec_get(types[t])->dequantize_row(q, d0, n);
-        for (int l = 1; l < N_LEVELS; l++) {
-            kiln_simd_set(LEVELS[l]);
-            kiln_codec_get(types[t])->dequantize_row(q, d1, n);
-            if (memcmp(d0, d1, (size_t)n * 4))
-                fail_msg("%s dequantize: %s differs from scalar", ti->name, kiln_simd_name(kiln_simd()));
-        }
+        kiln_simd_set(lvl);
+        kiln_codec_get(types[t])->dequantize_row(q, d1, n);
+        if (memcmp(d0, d1, (size_t)n * 4))
+            fail_msg("%s dequantize: %s differs from scalar", ti->name, kiln_simd_name(lvl));
         free(q);
     }
-    kiln_simd_set(KILN_SIMD_AVX512);
     free(d0);
     free(d1);
 }
@@ -247,13 +228,13 @@ static void test_q8_0_ignores_imatrix(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_q8_0_rounding),
-        cmocka_unit_test(test_q4_q5_scale_rules),
-        cmocka_unit_test(test_q5_0_layout),
-        cmocka_unit_test(test_iq4_nl_switch_points),
+        SIMD_LEVEL_TESTS(test_q8_0_rounding),
+        SIMD_LEVEL_TESTS(test_q4_q5_scale_rules),
+        SIMD_LEVEL_TESTS(test_q5_0_layout),
+        SIMD_LEVEL_TESTS(test_iq4_nl_switch_points),
         cmocka_unit_test(test_iq4_nl_zero_weights),
-        cmocka_unit_test(test_ref_simd_matches_scalar),
-        cmocka_unit_test(test_dequant_simd_matches_scalar),
+        SIMD_VECTOR_TESTS(test_ref_simd_matches_scalar),
+        SIMD_VECTOR_TESTS(test_dequant_simd_matches_scalar),
         cmocka_unit_test(test_q8_0_ignores_imatrix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -224,7 +224,7 @@ static void policy_options(void **state) {
     /* override parse errors */
     assert_int_equal(kiln_override_parse("attn_q", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "REGEX=TYPE"));
-    assert_int_equal(kiln_override_parse("attn_q=q4_1", &ov[0], &err), -1);
+    assert_int_equal(kiln_override_parse("attn_q=iq3_s", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "cannot quantize"));
     assert_int_equal(kiln_override_parse("attn_(q=q4_0", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "regex"));
@@ -262,11 +262,11 @@ static void policy_targets_and_fallbacks(void **state) {
     assert_int_equal(t.ftype, 1);
     assert_int_equal(kiln_quant_target_parse("Q4_K_Z", &t, &err), -1);
     assert_non_null(strstr(err.msg, "presets:"));
-    assert_int_equal(kiln_quant_target_parse("q4_1", &t, &err), -1);
+    assert_int_equal(kiln_quant_target_parse("iq3_s", &t, &err), -1);
     /* llama.cpp's fallbacks for rows that do not fit the blocks */
     assert_int_equal(kiln_policy_fallback(KILN_Q4_K, 256), KILN_Q4_K);
     assert_int_equal(kiln_policy_fallback(KILN_Q4_K, 96), KILN_Q5_0);
-    assert_int_equal(kiln_policy_fallback(KILN_Q5_K, 96), KILN_Q5_0);
+    assert_int_equal(kiln_policy_fallback(KILN_Q5_K, 96), KILN_Q5_1);
     assert_int_equal(kiln_policy_fallback(KILN_Q6_K, 96), KILN_Q8_0);
     assert_int_equal(kiln_policy_fallback(KILN_Q2_K, 96), KILN_Q4_0);
     assert_int_equal(kiln_policy_fallback(KILN_Q3_K, 96), KILN_Q4_0);

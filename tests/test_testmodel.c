@@ -554,7 +554,11 @@ static int64_t dim(const kiln_tm_config *c, int d) {
 /* checks one expected tensor against the file; returns 1 */
 static int expect(const kiln_st *st, const kiln_tm_config *c, const tpl *t, unsigned l, unsigned e) {
     char name[160];
+    /* t->name is one of the "%u" templates above, all literals in this file */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
     snprintf(name, sizeof name, t->name, l, e);
+#pragma GCC diagnostic pop
     const kiln_st_tensor *x = kiln_st_find(st, name);
     if (!x) fail_msg("%s: missing tensor %s", kiln_tm_arch_name(c->arch), name);
     uint32_t nd = t->d1 == D_NONE ? 1 : 2;

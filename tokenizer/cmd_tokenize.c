@@ -1,10 +1,14 @@
-/* tokenizer/cmd_tokenize.c - `kiln tokenize MODEL -p TEXT | -f FILE`: the CLI
- * over tokenizer.h. Prints the ids llama.cpp's llama_tokenize would give,
- * one `ID 'PIECE'` line per token, just the ids, or JSON. */
+/* tokenizer/cmd_tokenize.c - `kiln tokenize MODEL -p TEXT | -f FILE |
+ * --batch FILE`: the CLI over tokenizer.h. Prints the ids llama.cpp's
+ * llama_tokenize would give, one `ID 'PIECE'` line per token, just the ids,
+ * or JSON; in batch mode one id list per input line, so that a test of
+ * hundreds of texts loads a 150k vocabulary once. */
 #include "../cli/cli.h"
+#include "../core/escape.h"
 #include "../core/fileio.h"
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -12,7 +16,7 @@
 #include <string.h>
 
 static const char *USAGE =
-    "usage: kiln tokenize MODEL (-p TEXT | -f FILE) [options]\n"
+    "usage: kiln tokenize MODEL (-p TEXT | -f FILE | --batch FILE) [options]\n"
     "\n"
     "Tokenizes TEXT with the vocabulary of the GGUF file MODEL, giving the ids\n"
     "llama.cpp's llama_tokenize gives, and prints one token per line as\n"
@@ -20,6 +24,12 @@ static const char *USAGE =
     "\n"
     "  -p, --prompt TEXT    the text to tokenize\n"
     "  -f, --file FILE      read the text from FILE ('-' for standard input)\n"
+    "      --batch FILE     tokenize every line of FILE ('-' for standard input)\n"
+    "                       on its own and print one line of ids per line\n"
+    "                       (space-separated, or a JSON array with --json)\n"
+    "      --jsonl          with --batch: each line is a JSON string, or an\n"
+    "                       object whose \"text\" is one, so texts can hold\n"
+    "                       newlines\n"
     "      --ids            print only the ids, space-separated on one line\n"
     "      --no-bos         add no BOS/EOS token (by default they are added as\n"
     "                       the vocabulary's add_bos/add_eos flags say)\n"
@@ -44,23 +54,10 @@ static size_t utf8_ok(const unsigned char *p, size_t n) {
     return len;
 }
 
-/* The piece quoted on one line: C escapes for quotes, backslashes, control
- * bytes and bytes that are not UTF-8. */
+/* The piece quoted on one line, escaped by core/escape.h. */
 static void print_piece(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
     putchar('\'');
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_ok(p + i, n - i);
-        unsigned c = p[i];
-        if (l > 1) fwrite(p + i, 1, l, stdout);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c == '\\' || c == '\'') printf("\\%c", c);
-        else if (l == 1 && c >= 0x20 && c != 0x7F) putchar((int)c);
-        else printf("\\x%02x", c);
-        i += l ? l : 1;
-    }
+    kiln_escape_fput(stdout, s, n, '\'');
     putchar('\'');
 }
 
@@ -112,15 +109,80 @@ static int print_json(const kiln_tokenizer *t, const int32_t *ids, size_t n, boo
     return KILN_EXIT_OK;
 }
 
+/* One text of a --batch file: the line itself, or with --jsonl the JSON
+ * string it holds (or its object's "text"). Returns a new jansson value
+ * holding the text, or NULL with err set. */
+static json_t *batch_text(const char *line, size_t len, bool jsonl, const char *file, uint64_t line_no,
+                          kiln_err *err) {
+    if (!jsonl) return json_stringn_nocheck(line, len);
+    json_error_t jerr;
+    json_t *v = json_loadb(line, len, JSON_DECODE_ANY, &jerr);
+    json_t *text = json_is_object(v) ? json_object_get(v, "text") : v;
+    if (json_is_string(text)) {
+        json_incref(text);
+        json_decref(v);
+        return text;
+    }
+    char field[48];
+    snprintf(field, sizeof field, "line %llu", (unsigned long long)line_no);
+    kiln_fail(err, file, field, -1, v ? "not a JSON string or an object with a \"text\" string"
+                                      : "invalid JSON: %s", jerr.text);
+    json_decref(v);
+    return NULL;
+}
+
+/* --batch: one tokenization per line, one output line each. Streams the
+ * file, so memory stays at one line and its ids. */
+static int tokenize_batch(const kiln_tokenizer *t, const char *file, bool jsonl, bool as_json, bool add_special,
+                          bool parse_special) {
+    kiln_err err = {{0}};
+    FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
+    if (!f) {
+        kiln_fail(&err, file, NULL, -1, "cannot open: %s", strerror(errno));
+        return kiln_cli_fail(&err);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    uint64_t line_no = 0;
+    int rc = KILN_EXIT_OK;
+    while (rc == KILN_EXIT_OK && (got = getline(&line, &cap, f)) >= 0) {
+        line_no++;
+        size_t len = (size_t)got;
+        if (len && line[len - 1] == '\n') len--;
+        json_t *text = batch_text(line, len, jsonl, file, line_no, &err);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (!text || kiln_tokenize(t, json_string_value(text), json_string_length(text), add_special, parse_special,
+                                   &ids, &n, &err) < 0) {
+            rc = kiln_cli_fail(&err);
+        } else {
+            if (as_json) putchar('[');
+            for (size_t i = 0; i < n; i++) printf(as_json ? (i ? ",%d" : "%d") : (i ? " %d" : "%d"), ids[i]);
+            puts(as_json ? "]" : "");
+        }
+        free(ids);
+        json_decref(text);
+    }
+    if (rc == KILN_EXIT_OK && ferror(f)) {
+        kiln_fail(&err, file, NULL, -1, "read error: %s", strerror(errno));
+        rc = kiln_cli_fail(&err);
+    }
+    free(line);
+    if (f != stdin) fclose(f);
+    return rc;
+}
+
 int kiln_cmd_tokenize(int argc, char **argv) {
     static const struct option opts[] = {
         {"prompt", required_argument, 0, 'p'}, {"file", required_argument, 0, 'f'},
         {"ids", no_argument, 0, 'i'},          {"no-bos", no_argument, 0, 'b'},
         {"no-parse-special", no_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
+        {"batch", required_argument, 0, 'B'},  {"jsonl", no_argument, 0, 'J'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
-    const char *prompt = NULL, *file = NULL;
-    bool ids_only = false, add_special = true, parse_special = true, as_json = false;
+    const char *prompt = NULL, *file = NULL, *batch = NULL;
+    bool ids_only = false, add_special = true, parse_special = true, as_json = false, jsonl = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "p:f:h", opts, NULL)) != -1) {
@@ -131,12 +193,16 @@ int kiln_cmd_tokenize(int argc, char **argv) {
         case 'b': add_special = false; break;
         case 's': parse_special = false; break;
         case 'j': as_json = true; break;
+        case 'B': batch = optarg; break;
+        case 'J': jsonl = true; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
         default: return kiln_cli_usage_error("tokenize", "unknown option");
         }
     }
     if (optind != argc - 1) return kiln_cli_usage_error("tokenize", "expects exactly one MODEL");
-    if (!prompt == !file) return kiln_cli_usage_error("tokenize", "give the text with either -p or -f");
+    if ((prompt != NULL) + (file != NULL) + (batch != NULL) != 1)
+        return kiln_cli_usage_error("tokenize", "give the text with one of -p, -f or --batch");
+    if (jsonl && !batch) return kiln_cli_usage_error("tokenize", "--jsonl needs --batch");
 
     kiln_err err = {{0}};
     size_t len = prompt ? strlen(prompt) : 0;
@@ -147,7 +213,9 @@ int kiln_cmd_tokenize(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = KILN_EXIT_OK;
-    if (!t || kiln_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n, &err) < 0) {
+    if (t && batch) {
+        rc = tokenize_batch(t, batch, jsonl, as_json, add_special, parse_special);
+    } else if (!t || kiln_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n, &err) < 0) {
         rc = kiln_cli_fail(&err);
     } else if (as_json) {
         rc = print_json(t, ids, n, ids_only);

@@ -1,7 +1,18 @@
 /* tokenizer/tokenizer_impl.h - what the tokenizer's files share, and nothing
  * else includes: the loaded vocabulary (tokenizer.c), the two merge
- * algorithms (tokenizer_spm.c, tokenizer_bpe.c) and the pre-tokenizer
- * (pre_split.c). Callers outside tokenizer/tokenizer*.c use tokenizer.h. */
+ * algorithms (tokenizer_spm.c, tokenizer_bpe.c), the pre-tokenizer
+ * (pre_split.c) and their shared containers (tok_base.c). Callers outside
+ * tokenizer/ use tokenizer.h.
+ *
+ * The files call each other one way only: each calls only files listed
+ * below it (scripts/check_file_circles.sh fails on two files that call
+ * each other):
+ *
+ *   tokenizer.c                      loading, special tokens, kiln_tokenize
+ *     tokenizer_spm.c  tokenizer_bpe.c   the merges of one plain run
+ *       pre_split.c                  BPE's word splitter (a leaf)
+ *       tok_base.c                   ids, merge queue, token lookup (a leaf)
+ */
 #ifndef KILN_TOKENIZER_IMPL_H
 #define KILN_TOKENIZER_IMPL_H
 
@@ -59,6 +70,9 @@ typedef struct kiln_ids {
     size_t n, cap;
 } kiln_ids;
 
+/* ---- tok_base.c ---------------------------------------------------------- */
+
+/* Appends one id. 0, or -1 on out of memory. */
 int kiln_ids_push(kiln_ids *o, int32_t id);
 
 /* Id of the token spelled by s[0..n), or KILN_TOKEN_NULL. */
@@ -72,6 +86,8 @@ static inline size_t kiln_utf8_len(unsigned char lead) {
     return LEN[lead >> 4];
 }
 
+/* ---- the merges (tokenizer_spm.c, tokenizer_bpe.c) ----------------------- */
+
 /* Tokenize one run of plain text (no special tokens in it) and append the
  * ids. SPM escapes spaces to U+2581 itself, after prepending one space when
  * `space_prefix` is set. */
@@ -84,7 +100,7 @@ int kiln_bpe_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kil
  * for (GPT-2's byte-to-unicode table reversed). Returns -1 on out of memory. */
 int kiln_bpe_decode(const char *s, size_t n, char **out, size_t *out_len, size_t *cap);
 
-/* ---- pre-tokenizer (pre_split.c) ------------------------------------ */
+/* ---- pre-tokenizer (pre_split.c) ----------------------------------------- */
 
 typedef struct kiln_pretok_flags {
     bool ignore_merges; /* whole words that are tokens skip the merges */
@@ -113,7 +129,7 @@ int kiln_pretok_split(const kiln_pretok *p, const char *text, size_t len, kiln_w
                       kiln_err *err);
 void kiln_words_free(kiln_words *w);
 
-/* ---- the merge queue shared by SPM and BPE ---------------------------- */
+/* ---- the merge queue shared by SPM and BPE (tok_base.c) ------------------ */
 
 /* A candidate merge of symbols `left` and `right` (whose texts together are
  * `size` bytes long). The queue pops the smallest key first and, on ties,
@@ -133,6 +149,8 @@ static inline bool kiln_bigram_before(const kiln_bigram *a, const kiln_bigram *b
     return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
 
+/* Adds a candidate: 0, or -1 on out of memory. Pop returns the first
+ * candidate in kiln_bigram_before order; the heap must not be empty. */
 int kiln_heap_push(kiln_bigram_heap *h, kiln_bigram b);
 kiln_bigram kiln_heap_pop(kiln_bigram_heap *h);
 

@@ -60,24 +60,20 @@ rc "a Q2_K model passes loose gates" 0 \
     "$KILN" golden check "$g/gguf/llama-Q2_K.gguf" "$T/f32.golden" --max-kld 0.1 --min-top1 0.7 --max-abs 5 --max-ppl-ratio 1.1
 "$KILN" golden check --json "$g/gguf/llama-Q2_K.gguf" "$T/f32.golden" --max-kld 1e-4 > "$T/c.json"
 check "golden check --json exits 1 on a failed gate" test $? -eq 1
-check "golden check --json has the documented keys" python3 -c "
-import json,sys; r=json.load(open('$T/c.json'))
-keys=['max_abs','rmse','cosine_min','kld_mean','kld_max','top1_agreement','ppl','passed']
-ok=all(k in r for k in keys) and r['passed'] is False and 0 <= r['top1_agreement'] <= 1 and r['schema']=='kiln.golden.check/1'
-ok=ok and len(r['prompts'])==3 and r['failed'][0].startswith('kld_mean') and r['relation'].startswith('same network')
-ok=ok and r['prompts'][0]['text'].startswith('The old lighthouse') and r['thresholds']['max_kld']==1e-4
-sys.exit(0 if ok else 1)"
+check "golden check --json has the documented keys" jq_true "$T/c.json" '
+    (["max_abs", "rmse", "cosine_min", "kld_mean", "kld_max", "top1_agreement", "ppl", "passed"] - keys) == [] and
+    .passed == false and 0 <= .top1_agreement and .top1_agreement <= 1 and .schema == "kiln.golden.check/1" and
+    (.prompts | length) == 3 and (.failed[0] | startswith("kld_mean")) and (.relation | startswith("same network")) and
+    (.prompts[0].text | startswith("The old lighthouse")) and .thresholds.max_kld == 1e-4'
 "$KILN" golden check --json "$g/gguf/llama-Q4_K_M.gguf" "$g/logits/llama-Q4_K_M.logits" > "$T/k.json"
-check "a KLGT reference checks with no fingerprint" python3 -c "
-import json,sys; r=json.load(open('$T/k.json')); sys.exit(0 if r['reference']['format']=='klgt' and r['passed'] else 1)"
+check "a KLGT reference checks with no fingerprint" jq_true "$T/k.json" '.reference.format == "klgt" and .passed == true'
 
 # ---- corrupt and truncated golden files -------------------------------------
 n=$(wc -c < "$T/f32.golden")
 head -c $((n / 2)) "$T/f32.golden" > "$T/cut.golden"
 expect_fail "a truncated golden file is an error" "cut.golden: .*truncated" "$KILN" golden check "$g/gguf/llama-f32.gguf" "$T/cut.golden"
 check "the error is one line" test "$(wc -l < "$T/err")" -eq 1
-python3 -c "
-import sys; b=bytearray(open('$T/f32.golden','rb').read()); b[len(b)//3]^=0x08; open('$T/flip.golden','wb').write(b)"
+cp "$T/f32.golden" "$T/flip.golden" && flip_bits "$T/flip.golden" $(($(wc -c < "$T/f32.golden") / 3)) 8
 expect_fail "a golden file with a flipped bit is an error" "flip.golden: .*(corrupt|checksum)" \
     "$KILN" golden check "$g/gguf/llama-f32.gguf" "$T/flip.golden"
 head -c 1000 "$g/logits/llama-f32.logits" > "$T/cut.logits"
@@ -118,25 +114,22 @@ rc "perplexity of 4 chunks" 0 "$KILN" perplexity "$m" -f "$g/text/ppl.txt" -c 12
 check "prints the running estimate" grep -q '^\[1\][0-9.]*,\[2\][0-9.]*,\[3\][0-9.]*,\[4\][0-9.]*,' "$T/out"
 check "prints llama-perplexity's final line" grep -Eq '^Final estimate: PPL = [0-9]+\.[0-9]{4} \+/- [0-9]+\.[0-9]{5}$' "$T/out"
 "$KILN" perplexity --json "$m" -f "$g/text/ppl.txt" -c 128 -b 128 --chunks 4 > "$T/p.json"
-check "perplexity --json has the documented keys" python3 -c "
-import json,sys; r=json.load(open('$T/p.json'))
-ok=all(k in r for k in ['ppl','ppl_err','n_ctx','n_chunks','n_tokens','tokens_per_second'])
-ok=ok and r['schema']=='kiln.perplexity/1'
-sys.exit(0 if ok and r['n_ctx']==128 and r['n_chunks']==4 and r['n_tokens']==512 and r['ppl']>1 else 1)"
+check "perplexity --json has the documented keys" jq_true "$T/p.json" '
+    (["ppl", "ppl_err", "n_ctx", "n_chunks", "n_tokens", "tokens_per_second"] - keys) == [] and .schema == "kiln.perplexity/1" and
+    .n_ctx == 128 and .n_chunks == 4 and .n_tokens == 512 and .ppl > 1'
 rc "perplexity --save-logits" 0 "$KILN" perplexity "$g/gguf/llama-f32.gguf" -f "$g/text/ppl.txt" -c 128 --chunks 4 --save-logits "$T/base.kld"
 rc "perplexity --kl-divergence" 0 "$KILN" perplexity "$m" --kl-divergence "$T/base.kld"
 check "prints the KLD statistics" sh -c "grep -q '^Mean    KLD:' '$T/out' && grep -q '^99.0%   KLD:' '$T/out' && grep -q '^Median  KLD:' '$T/out' && grep -q '^Same top p:' '$T/out' && grep -q '^RMS .*p    :' '$T/out' && grep -q '^Mean PPL(Q)/PPL(base)' '$T/out'"
 "$KILN" perplexity --json "$m" --kl-divergence "$T/base.kld" -f "$g/text/ppl.txt" > "$T/k.json"
-check "perplexity --kl-divergence --json" python3 -c "
-import json,sys; r=json.load(open('$T/k.json'))
-ok=0 < r['kld_mean'] < 0.01 and r['kld_median'] <= r['kld_p90'] <= r['kld_p99'] <= r['kld_max'] and 0.9 < r['same_top1'] <= 1
-sys.exit(0 if ok and abs(r['ppl_ratio']-1) < 0.05 and r['n_chunks']==4 else 1)"
+check "perplexity --kl-divergence --json" jq_true "$T/k.json" '
+    all(.kld_mean, .kld_median, .kld_p90, .kld_p99, .kld_max, .same_top1, .ppl_ratio; type == "number") and
+    0 < .kld_mean and .kld_mean < 0.01 and .kld_median <= .kld_p90 and .kld_p90 <= .kld_p99 and .kld_p99 <= .kld_max and
+    0.9 < .same_top1 and .same_top1 <= 1 and ((.ppl_ratio - 1) | fabs) < 0.05 and .n_chunks == 4'
 rc "a base of another text is refused" 1 "$KILN" perplexity "$m" --kl-divergence "$T/base.kld" -f "$g/text/prompts.txt"
 n=$(wc -c < "$T/base.kld")
 head -c $((n - 100)) "$T/base.kld" > "$T/cut.kld"
 expect_fail "a truncated KLD base is an error" "cut.kld: .*truncated" "$KILN" perplexity "$m" --kl-divergence "$T/cut.kld"
-python3 -c "
-b=bytearray(open('$T/base.kld','rb').read()); b[len(b)//2]^=0x40; open('$T/flip.kld','wb').write(b)"
+cp "$T/base.kld" "$T/flip.kld" && flip_bits "$T/flip.kld" $(($(wc -c < "$T/base.kld") / 2)) 64
 expect_fail "a corrupt KLD base is an error" "flip.kld: .*(corrupt|checksum)" "$KILN" perplexity "$m" --kl-divergence "$T/flip.kld"
 expect_fail "a golden file is not a KLD base" "not a KL-divergence base" "$KILN" perplexity "$m" --kl-divergence golden/fixtures/llama-f32.golden
 rc "perplexity of a too-short text fails" 1 "$KILN" perplexity "$m" -f "$T/prompts.txt" -c 128

@@ -16,7 +16,7 @@ expect_fail "bad -c" "positive size" "$KILN" imatrix m.gguf -f x -c 0
 # The tensor data of an imatrix GGUF (everything after the header), so
 # files whose only difference is the dataset name can be compared.
 data_of() {
-    off=$("$KILN" inspect --json "$1" | python3 -c 'import json,sys; print(min(t["offset"] for t in json.load(sys.stdin)["tensors"]))')
+    off=$("$KILN" inspect --json "$1" | jq '[.tensors[].offset] | min')
     tail -c +$((off + 1)) "$1"
 }
 same_data() { data_of "$1" > "$T/da"; data_of "$2" > "$T/db"; cmp -s "$T/da" "$T/db"; }
@@ -32,24 +32,18 @@ if need_shared "imatrix on the fixtures"; then
     # llama.cpp's layout: the same keys in the same order, the same tensors.
     "$KILN" inspect --json "$T/plain.gguf" > "$T/a.json"
     "$KILN" inspect --json "$G/imatrix/qwen2.imatrix.gguf" > "$T/b.json"
-    check "keys, tensor names and shapes as llama-imatrix writes them" python3 - "$T/a.json" "$T/b.json" <<'PY'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-keys = lambda r: [k["key"] for k in r["metadata"]]
-shape = lambda r: [(t["name"], t["type"], t["shape"]) for t in r["tensors"]]
-sys.exit(0 if keys(a) == keys(b) and shape(a) == shape(b) else 1)
-PY
+    check "keys, tensor names and shapes as llama-imatrix writes them" jq_true "$T/a.json" '
+        def layout: [[.metadata[].key], [.tensors[] | [.name, .type, .shape]]];
+        layout == ($b[0] | layout)' --slurpfile b "$T/b.json"
     expect_fail "no overwrite without --force" "exists" run -f "$CAL" -o "$T/plain.gguf"
     run -f "$CAL" -o "$T/plain.gguf" --force && ok "--force overwrites" || bad "--force overwrites"
 
     # Every kind of calibration input gives the same statistics.
     zstd -q -19 -c "$CAL" > "$T/calib.zst"
-    python3 - "$CAL" "$T/calib.jsonl" <<'PY'
-import json, sys
-with open(sys.argv[2], "w") as out:
-    for line in open(sys.argv[1], encoding="utf-8", newline=""):
-        out.write(json.dumps({"id": 0, "text": line}) + "\n")
-PY
+    # one record per line, its newline kept (-a: non-ASCII as \u escapes)
+    jq -R -s -a -c 'split("\n") as $l | range($l | length) as $i | ($i < ($l | length) - 1) as $more |
+        select($more or $l[$i] != "") | {id: 0, text: ($l[$i] + (if $more then "\n" else "" end))}' \
+        "$CAL" > "$T/calib.jsonl"
     head -n 1000 "$CAL" > "$T/part1.txt"
     tail -n +1001 "$CAL" > "$T/part2.txt"
     (cd "$T" && tar cf calib.tar part1.txt part2.txt && zip -q calib.zip part1.txt part2.txt)
@@ -60,8 +54,7 @@ PY
         run $args -o "$T/x.gguf" --force
         check "input $src gives the plain-text statistics" same_data "$T/x.gguf" "$T/plain.gguf"
     done
-    python3 -c "
-import json; open('$T/other.jsonl','w').write(json.dumps({'body': open('$CAL').read()}) + '\n')"
+    jq -R -s -a -c '{body: .}' "$CAL" > "$T/other.jsonl"
     run -f "$T/other.jsonl" --jsonl-field body -o "$T/x.gguf" --force
     check "--jsonl-field reads another field" same_data "$T/x.gguf" "$T/plain.gguf"
     expect_fail "a JSON Lines file without the field" "other.jsonl: line 1: no string field \"text\"" run -f "$T/other.jsonl" -o "$T/y.gguf"
@@ -82,9 +75,9 @@ import json; open('$T/other.jsonl','w').write(json.dumps({'body': open('$CAL').r
     # A non-finite activation stops the run, naming the tensor and the chunk:
     # the llama fixture with one weight of blk.1.ffn_up set to 1e38.
     cp "$LM" "$T/bad.gguf"
-    off=$("$KILN" inspect --json "$T/bad.gguf" | python3 -c 'import json,sys; print([t["offset"] for t in json.load(sys.stdin)["tensors"] if t["name"]=="blk.1.ffn_up.weight"][0])')
-    python3 -c "
-import struct; f=open('$T/bad.gguf','r+b'); f.seek($off); f.write(struct.pack('<f', 1e38)*256)"
+    off=$("$KILN" inspect --json "$T/bad.gguf" | jq '[.tensors[] | select(.name == "blk.1.ffn_up.weight") | .offset][0]')
+    # 256 times 1e38 as a little-endian f32 (bytes 99 76 96 7e)
+    printf '\231\166\226\176%.0s' $(seq 256) | write_at "$T/bad.gguf" "$off"
     expect_fail "a non-finite activation stops the run" "chunk 1: tensor blk.1.ffn_down.weight: activation (inf|-inf|nan) at token" \
         "$KILN" imatrix "$T/bad.gguf" -f "$CAL" -c 128 --chunks 4 -q -o "$T/bad.imatrix"
     check "no output after a non-finite activation" test ! -e "$T/bad.imatrix"
@@ -126,10 +119,10 @@ import struct; f=open('$T/bad.gguf','r+b'); f.seek($off); f.write(struct.pack('<
     "$KILN" imatrix --show-statistics --in-file "$G/imatrix/mixtral.imatrix.gguf" > "$T/st.txt"
     check "statistics table shows expert coverage" grep -q "blk.0.ffn_up_exps.weight .* 4/4" "$T/st.txt"
     "$KILN" imatrix --show-statistics --json --in-file "$G/imatrix/mixtral.imatrix.gguf" > "$T/st.json"
-    check "statistics JSON" python3 -c "
-import json,sys; r=json.load(open('$T/st.json')); t={x['name']:x for x in r['tensors']}
-e=t['blk.0.ffn_up_exps.weight']
-sys.exit(0 if r['schema']=='kiln.imatrix.stats/1' and e['matrices']==4 and e['experts_covered']==4 and e['tokens']==16384 and len(r['tensors'])==32 else 1)"
+    check "statistics JSON" jq_true "$T/st.json" '
+        (INDEX(.tensors[]; .name) | .["blk.0.ffn_up_exps.weight"]) as $e |
+        .schema == "kiln.imatrix.stats/1" and $e.matrices == 4 and $e.experts_covered == 4 and $e.tokens == 16384 and
+        (.tensors | length) == 32'
 
     # kiln quantize must refuse an imatrix made for another model.
     if "$KILN" quantize --help 2>/dev/null | grep -q -- "--imatrix"; then
@@ -151,10 +144,10 @@ if "$KILN" testmodel --help >/dev/null 2>&1 && "$KILN" convert --help >/dev/null
     check "partial coverage: the run succeeds" test -s "$T/moe.imatrix"
     check "partial coverage: the summary lists idle experts per layer" grep -Eq "^layer 0: experts [0-9 ]+ of 32 got no calibration tokens \(ffn_down_exps, ffn_gate_exps, ffn_up_exps\) kept with count 0" "$T/err"
     "$KILN" imatrix --show-statistics --json --in-file "$T/moe.imatrix" > "$T/moe.json"
-    check "partial coverage: idle experts are kept with count 0" python3 -c "
-import json,sys; r=json.load(open('$T/moe.json')); t={x['name']:x for x in r['tensors']}
-e=t['blk.1.ffn_up_exps.weight']
-sys.exit(0 if e['matrices']==32 and e['experts_covered']<=16 and len(e['experts_uncovered'])==32-e['experts_covered'] and e['tokens']==16 else 1)"
+    check "partial coverage: idle experts are kept with count 0" jq_true "$T/moe.json" '
+        (INDEX(.tensors[]; .name) | .["blk.1.ffn_up_exps.weight"]) as $e |
+        $e.matrices == 32 and $e.experts_covered <= 16 and ($e.experts_uncovered | length) == 32 - $e.experts_covered and
+        $e.tokens == 16'
 else
     skipt "partial coverage (needs kiln testmodel and kiln convert)"
 fi

@@ -40,3 +40,48 @@ expect_fail() {
 }
 
 finish() { echo "1..$_n"; exit $_failed; }
+
+# jq_true FILE FILTER [JQ-OPTION...]: FILTER over the JSON in FILE yields
+# exactly one value, true (a value that is only truthy, or a jq error, fails).
+# FILTER may use `meta`, a GGUF report's metadata as one {key: value} object.
+jq_true() {
+    _jf=$1 _je=$2; shift 2
+    [ "$(jq -c "$@" "def meta: reduce .metadata[] as \$kv ({}; .[\$kv.key] = \$kv.value); [$_je]" "$_jf" 2>&1)" = "[true]" ]
+}
+
+# Binary files without a scripting language: bytes V... writes one byte per
+# value (0-255), le32/le64 V... little-endian integers, write_at FILE OFF
+# overwrites FILE from byte OFF with stdin, flip_bits FILE OFF MASK XORs one
+# byte, same_range A OFF_A B OFF_B N compares N bytes of A and B.
+bytes() { for _b; do printf "\\$(printf %03o "$_b")"; done; }
+le32() { for _w; do bytes $((_w & 255)) $((_w >> 8 & 255)) $((_w >> 16 & 255)) $((_w >> 24 & 255)); done; }
+le64() { for _q; do le32 $((_q & 0xffffffff)) $((_q >> 32 & 0xffffffff)); done; }
+write_at() { dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+flip_bits() { _v=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' '); bytes $((_v ^ $3)) | write_at "$1" "$2"; }
+same_range() { cmp -s -i "$2:$4" -n "$5" "$1" "$3"; }
+
+# tokens_agree GGUF TSV: every text of a llama.cpp tokens TSV (the factory's
+# tokenize_tsv format: INDEX ADD_SPECIAL PARSE_SPECIAL IDS TEXT, TEXT one
+# JSON string) tokenized by `kiln tokenize --batch`, one process per flag
+# combination, gives llama.cpp's ids. Prints "# " lines for differences and
+# sets tokens_checked to the number of texts compared; fails on any
+# difference or when a combination has no rows.
+tokens_agree() {
+    tokens_checked=0
+    _tfail=0
+    for _combo in "0 0" "0 1" "1 0" "1 1"; do
+        set -- "$1" "$2" $_combo
+        _flags=""
+        [ "$3" = 0 ] && _flags="$_flags --no-bos"
+        [ "$4" = 0 ] && _flags="$_flags --no-parse-special"
+        awk -F '\t' -v a="$3" -v p="$4" 'NR > 1 && $2 == a && $3 == p { print $5 }' "$2" > "$T/tok_in.jsonl"
+        awk -F '\t' -v a="$3" -v p="$4" 'NR > 1 && $2 == a && $3 == p { print $4 }' "$2" > "$T/tok_want"
+        [ -s "$T/tok_want" ] || { echo "# $2: no rows for add=$3 parse=$4"; _tfail=1; continue; }
+        # shellcheck disable=SC2086
+        "$KILN" tokenize "$1" --batch "$T/tok_in.jsonl" --jsonl $_flags > "$T/tok_got" || _tfail=1
+        tokens_checked=$((tokens_checked + $(wc -l < "$T/tok_want")))
+        cmp -s "$T/tok_got" "$T/tok_want" ||
+            { _tfail=1; diff "$T/tok_got" "$T/tok_want" | head -4 | sed "s|^|# add=$3 parse=$4: |"; }
+    done
+    return $_tfail
+}

@@ -12,29 +12,37 @@ expect_fail "bad --split-max-size" "split-max-size" "$KILN" splice a.gguf b.gguf
 need_shared "splice with ../shared" || finish
 g="$shared/golden/gguf"
 base="$g/mixtral-IQ2_XXS.gguf" donor="$g/mixtral-Q4_K_M.gguf"
-last=$(( $("$KILN" inspect --json "$base" | python3 -c "
-import json,sys; print([m['value'] for m in json.load(sys.stdin)['metadata'] if m['key']=='llama.block_count'][0])") - 1 ))
+last=$(( $("$KILN" inspect --json "$base" | jq '[.metadata[] | select(.key == "llama.block_count") | .value][0]') - 1 ))
+# the expert tensors of the first and the last layer, as a jq condition
+FIRST_LAST_EXPERTS='(.name | contains("_exps.")) and (.name | split(".")[1] | IN("0", "'"$last"'"))'
 
-# sametensors OUT BASE DONOR PYEXPR: every tensor of OUT equals DONOR's bytes
-# when PYEXPR (over `name`) holds, else BASE's; names, order, types checked.
+# sametensors OUT BASE DONOR COND: every tensor of OUT equals DONOR's bytes
+# when the jq condition COND (over the tensor's entry) holds, else BASE's;
+# names, order, types checked.
 sametensors() {
     "$KILN" inspect --json "$1" > "$T/o.json" && "$KILN" inspect --json "$2" > "$T/b.json" &&
     "$KILN" inspect --json "$3" > "$T/d.json" || return 1
-    python3 - "$1" "$2" "$3" "$4" <<'PY'
-import json, sys, os
-out, base, donor, expr = sys.argv[1:5]
-def load(p, j): return json.load(open(j)), open(p, "rb").read()
-(o, ob), (b, bb), (d, db) = load(out, os.environ["T"] + "/o.json"), load(base, os.environ["T"] + "/b.json"), load(donor, os.environ["T"] + "/d.json")
-dt = {t["name"]: t for t in d["tensors"]}
-if [t["name"] for t in o["tensors"]] != [t["name"] for t in b["tensors"]]: sys.exit("tensor order differs")
-for ot, bt in zip(o["tensors"], b["tensors"]):
-    name = ot["name"]
-    src, sb = (dt[name], db) if eval(expr) else (bt, bb)
-    got = ob[ot["offset"]:ot["offset"] + ot["bytes"]]
-    if ot["type"] != src["type"] or got != sb[src["offset"]:src["offset"] + src["bytes"]]: sys.exit(name + " differs")
-PY
+    [ "$(jq -c '[.tensors[].name]' "$T/o.json")" = "$(jq -c '[.tensors[].name]' "$T/b.json")" ] ||
+        { echo "# tensor order differs"; return 1; }
+    # per tensor: name, OUT's type, offset, bytes, then its source's
+    jq -r --slurpfile b "$T/b.json" --slurpfile d "$T/d.json" 'INDEX($d[0].tensors[]; .name) as $dt |
+        [.tensors, $b[0].tensors] | transpose[] | . as [$o, $bt] |
+        (if ($o | '"$4"') then ["donor", ($dt[$o.name] // error($o.name + ": not in the donor"))] else ["base", $bt] end) as [$w, $s] |
+        [$o.name, $o.type, $o.offset, $o.bytes, $w, $s.type, $s.offset, $s.bytes] | @tsv' "$T/o.json" > "$T/src.tsv" || return 1
+    while IFS="$(printf '\t')" read -r _tn _ot _oo _ob _w _st _so _sb; do
+        _src=$2; [ "$_w" = donor ] && _src=$3
+        [ "$_ot" = "$_st" ] && [ "$_ob" = "$_sb" ] && same_range "$1" "$_oo" "$_src" "$_so" "$_ob" ||
+            { echo "# $_tn differs"; return 1; }
+    done < "$T/src.tsv"
 }
-export T
+
+# tensor_pairs A.json B.json: for each position in both reports' tensor
+# lists (up to the shorter), NAME LAST_DIM OFFSET BYTES of A's tensor, then
+# OFFSET BYTES of B's
+tensor_pairs() {
+    jq -r --slurpfile b "$2" '[.tensors, $b[0].tensors] as [$x, $y] | range([($x | length), ($y | length)] | min) as $i |
+        [$x[$i].name, $x[$i].shape[-1], $x[$i].offset, $x[$i].bytes, $y[$i].offset, $y[$i].bytes] | @tsv' "$1"
+}
 
 # The per-layer boosted quant: experts of the first and last layer in Q4_K.
 "$KILN" splice "$base" "$donor" --layers "0,$last" --experts --dry-run > "$T/plan.txt"
@@ -44,22 +52,17 @@ check "dry run prints the bits-per-weight change" grep -Eq '^bits per weight: [0
 "$KILN" splice "$base" "$donor" --layers "0,$last" --experts -o "$T/out.gguf" -q 2> "$T/err"
 check "splice exits 0" test $? -eq 0
 check "spliced experts are the donor's bytes, the rest the base's" \
-    sametensors "$T/out.gguf" "$base" "$donor" "'_exps.' in name and name.split('.')[1] in ('0', '$last')"
+    sametensors "$T/out.gguf" "$base" "$donor" "$FIRST_LAST_EXPERTS"
 "$KILN" splice "$base" "$donor" --layers "0,$last" --experts --dry-run --json > "$T/plan.json"
-check "--json plan agrees with the output size" python3 -c "
-import json, os, sys
-p = json.load(open('$T/plan.json'))
-t = p['totals']
-grow = os.path.getsize('$T/out.gguf') - os.path.getsize('$base')
 # the header grows by the three provenance keys only (under 256 bytes)
-sys.exit(0 if p['schema'] == 'kiln.splice/1' and t['tensors_changed'] == 6 and 0 <= grow - t['delta_bytes'] < 256 and t['delta_bpw'] > 0 else 1)"
+grow=$(( $(wc -c < "$T/out.gguf") - $(wc -c < "$base") ))
+check "--json plan agrees with the output size" jq_true "$T/plan.json" '.totals as $t |
+    .schema == "kiln.splice/1" and $t.tensors_changed == 6 and ($grow - $t.delta_bytes | . >= 0 and . < 256) and $t.delta_bpw > 0' \
+    --argjson grow "$grow"
 "$KILN" inspect --json "$T/out.gguf" > "$T/i.json"
-check "provenance keys recorded" python3 -c "
-import json, sys
-m = {x['key']: x['value'] for x in json.load(open('$T/i.json'))['metadata']}
-ok = m['kiln.splice.donor'].startswith('mixtral-Q4_K_M.gguf xxh64:') and m['kiln.splice.tensors'] == 6 \
-     and m['kiln.splice.selection'] == '--layers 0,$last --experts' and m['general.file_type'] == 19
-sys.exit(0 if ok else 1)"
+check "provenance keys recorded" jq_true "$T/i.json" 'meta |
+    (.["kiln.splice.donor"] | startswith("mixtral-Q4_K_M.gguf xxh64:")) and .["kiln.splice.tensors"] == 6 and
+    .["kiln.splice.selection"] == "--layers 0,\($last) --experts" and .["general.file_type"] == 19' --arg last "$last"
 
 # Expert-level splice of one expert with requantization (needs the codec).
 imx="$shared/golden/imatrix/mixtral.imatrix.gguf"
@@ -68,18 +71,22 @@ imx="$shared/golden/imatrix/mixtral.imatrix.gguf"
 check "requantized expert splice exits 0" test $? -eq 0
 "$KILN" inspect --json "$T/rq.gguf" > "$T/o.json"
 "$KILN" inspect --json "$base" > "$T/b.json"
-check "only expert 2 of blk.1.ffn_up_exps changed" python3 -c "
-import json, sys
-o, b = json.load(open('$T/o.json')), json.load(open('$T/b.json'))
-ob, bb = open('$T/rq.gguf', 'rb').read(), open('$base', 'rb').read()
-for ot, bt in zip(o['tensors'], b['tensors']):
-    x, y = ob[ot['offset']:ot['offset'] + ot['bytes']], bb[bt['offset']:bt['offset'] + bt['bytes']]
-    if ot['name'] != 'blk.1.ffn_up_exps.weight':
-        if x != y: sys.exit(ot['name'])
-        continue
-    s = len(x) // 4
-    if x[:2*s] != y[:2*s] or x[3*s:] != y[3*s:] or x[2*s:3*s] == y[2*s:3*s]: sys.exit('slabs')
-"
+# every tensor the base's bytes but the third of blk.1.ffn_up_exps's four expert slabs
+only_expert2_changed() {
+    tensor_pairs "$T/o.json" "$T/b.json" > "$T/pairs" || return 1
+    while IFS="$(printf '\t')" read -r _tn _ _xo _xb _yo _yb; do
+        [ "$_xb" = "$_yb" ] || { echo "# $_tn: size"; return 1; }
+        if [ "$_tn" != blk.1.ffn_up_exps.weight ]; then
+            same_range "$T/rq.gguf" "$_xo" "$base" "$_yo" "$_xb" || { echo "# $_tn"; return 1; }
+            continue
+        fi
+        _s=$((_xb / 4))
+        same_range "$T/rq.gguf" "$_xo" "$base" "$_yo" $((2 * _s)) &&
+            same_range "$T/rq.gguf" $((_xo + 3 * _s)) "$base" $((_yo + 3 * _s)) $((_xb - 3 * _s)) &&
+            ! same_range "$T/rq.gguf" $((_xo + 2 * _s)) "$base" $((_yo + 2 * _s)) "$_s" || { echo "# slabs"; return 1; }
+    done < "$T/pairs"
+}
+check "only expert 2 of blk.1.ffn_up_exps changed" only_expert2_changed
 expect_fail "expert splice across types is refused" "donor stores it as Q4_K, base as IQ2_XXS.*--requantize" \
     "$KILN" splice "$base" "$donor" --expert-ids 1 -o "$T/x.gguf"
 check "refused splice left no file" test ! -e "$T/x.gguf" -a ! -e "$T/x.gguf.tmp"
@@ -89,25 +96,25 @@ check "refused splice left no file" test ! -e "$T/x.gguf" -a ! -e "$T/x.gguf.tmp
 check "--keep-experts exits 0" test $? -eq 0
 "$KILN" inspect --json "$T/keep.gguf" > "$T/k.json"
 "$KILN" inspect --json "$donor" > "$T/b.json"
-check "--keep-experts slices experts and router, sets expert_count" python3 -c "
-import json, sys
-k, b = json.load(open('$T/k.json')), json.load(open('$T/b.json'))
-kb, bb = open('$T/keep.gguf', 'rb').read(), open('$donor', 'rb').read()
-m = {x['key']: x['value'] for x in k['metadata']}
-if m['llama.expert_count'] != 2 or m['llama.expert_used_count'] != 2: sys.exit('counts')
-for kt, bt in zip(k['tensors'], b['tensors']):
-    x, y = kb[kt['offset']:kt['offset'] + kt['bytes']], bb[bt['offset']:bt['offset'] + bt['bytes']]
-    if '_exps.' in kt['name'] or 'ffn_gate_inp' in kt['name']:
-        s = len(y) // 4
-        if kt['shape'][-1] != 2 or x != y[:s] + y[2*s:3*s]: sys.exit(kt['name'])
-    elif x != y: sys.exit(kt['name'])
-"
+# experts and router hold slabs 0 and 2 of the donor's four, the rest the donor's bytes
+kept_experts_0_2() {
+    jq_true "$T/k.json" 'meta | .["llama.expert_count"] == 2 and .["llama.expert_used_count"] == 2' || { echo "# counts"; return 1; }
+    tensor_pairs "$T/k.json" "$T/b.json" > "$T/pairs" || return 1
+    while IFS="$(printf '\t')" read -r _tn _last _xo _xb _yo _yb; do
+        case $_tn in
+        *_exps.* | *ffn_gate_inp*)
+            _s=$((_yb / 4))
+            [ "$_last" = 2 ] && [ "$_xb" = $((2 * _s)) ] && same_range "$T/keep.gguf" "$_xo" "$donor" "$_yo" "$_s" &&
+                same_range "$T/keep.gguf" $((_xo + _s)) "$donor" $((_yo + 2 * _s)) "$_s" ;;
+        *) [ "$_xb" = "$_yb" ] && same_range "$T/keep.gguf" "$_xo" "$donor" "$_yo" "$_xb" ;;
+        esac || { echo "# $_tn"; return 1; }
+    done < "$T/pairs"
+}
+check "--keep-experts slices experts and router, sets expert_count" kept_experts_0_2
 "$KILN" splice --keep-experts 0,1 "$T/out.gguf" -o "$T/keep2.gguf" -q 2> /dev/null
 "$KILN" inspect --json "$T/keep2.gguf" > "$T/k.json"
-check "cutting a spliced model drops the earlier donor key" python3 -c "
-import json, sys
-m = {x['key']: x['value'] for x in json.load(open('$T/k.json'))['metadata']}
-sys.exit(0 if 'kiln.splice.donor' not in m and m['kiln.splice.selection'] == '--keep-experts 0,1' else 1)"
+check "cutting a spliced model drops the earlier donor key" jq_true "$T/k.json" \
+    'meta | (has("kiln.splice.donor") | not) and .["kiln.splice.selection"] == "--keep-experts 0,1"'
 "$KILN" splice --keep-experts 1 "$donor" -o "$T/keep1.gguf" -q 2> "$T/err"
 check "keeping one expert warns that expert_used_count drops" grep -q "expert_used_count lowered from 2 to 1" "$T/err"
 
@@ -118,7 +125,7 @@ check "split output has three shards" test -f "$T/sp-00001-of-00003.gguf" -a -f 
 check "--split-max-size splits by bytes" sh -c 'n=$(ls "$0"/sz-0000?-of-0000?.gguf | wc -l); [ "$n" -ge 2 ] && [ "$(du -cb "$0"/sz-*.gguf | tail -1 | cut -f1)" -gt 1000000 ]' "$T"
 "$KILN" splice "$T/sp-00002-of-00003.gguf" "$donor" --layers "$last" --experts -o "$T/from-split.gguf" -q 2> /dev/null
 check "a split base splices like a whole one" \
-    sametensors "$T/from-split.gguf" "$base" "$donor" "'_exps.' in name and name.split('.')[1] in ('0', '$last')"
+    sametensors "$T/from-split.gguf" "$base" "$donor" "$FIRST_LAST_EXPERTS"
 
 # Refusals: one line, exit 1, nothing written.
 expect_fail "different architecture" "architecture 'qwen2' differs" "$KILN" splice "$base" "$g/qwen2-Q4_K_M.gguf" --experts -o "$T/r.gguf"

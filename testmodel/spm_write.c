@@ -1,6 +1,8 @@
-/* convert/spm_write.c - writes a SentencePiece tokenizer.model: the
+/* testmodel/spm_write.c - writes a SentencePiece tokenizer.model: the
  * ModelProto protobuf with its pieces {piece, score, type}, a trainer_spec
- * and a normalizer_spec.
+ * and a normalizer_spec, for testmodel_tok.c (convert/spm.c is the reader;
+ * the writer lives here, below convert/, because only testmodel/ and the
+ * tests use it).
  *
  * The specs are fixed to what `spm_train --model_type=bpe --byte_fallback`
  * records for a Llama-style vocabulary (ids unk 0, bos 1, eos 2, no pad;
@@ -9,7 +11,7 @@
  * file loads in sentencepiece (hence llama.cpp's converter) and in kiln's
  * reader. Only vocab_size varies. It does not train anything, and it does
  * not check that the pieces make a sensible vocabulary. */
-#include "../testmodel/testmodel.h"
+#include "testmodel.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,204 @@
+/* runtime/kernels.c - the kernel table: for each weight type, the ggml
+ * order its products reproduce, its block format, and per ISA level the
+ * kernel of each kind of product. kiln_matmul (matmul.c) picks:
+ *
+ *   KILN_NUM_GGML, quantized weights (activations -> Q8_0 / Q8_K first):
+ *     tokens take korder GEMM in groups of gemm_group when the type is
+ *     repacked (kiln_qtype_repacked), else GEMV; other types VECDOT;
+ *     up to direct_tokens tokens, none in GEMM:  direct[korder]
+ *     otherwise:                                  panel[korder]
+ *     a NULL kernel (the scalar level):           the reference rows;
+ *   KILN_NUM_GGML, F32 / F16 / BF16 (activations rounded to the weight's
+ *     precision): tiny for 2+ tokens when n_in % 16 == 0 and
+ *     n_out % 4 == 0 (never for experts), vec otherwise;
+ *   KILN_NUM_EXACT: exact_decode for one token if there is one, else
+ *     kiln_fgemm's chain (every type, dequantized).
+ *
+ * Every kernel of a row gives the same bits (tests/test_matmul.c,
+ * test_kdirect.c); the levels differ only in speed. AVX-512 CPUs without
+ * VNNI run the AVX2 quantized kernels. The kernels' own tiles: the
+ * suffix _tN of a panel kernel is its tokens per pass (16 rows each);
+ * the direct kernels take 4 tokens per pass over a row; vecdot_float.c
+ * documents its tiles (tinyBLAS 4 x 4 on AVX-512, 4 rows x 3 tokens on
+ * AVX2). */
+#include "kernels.h"
+
+#include "../core/cpu.h"
+#include "../core/types.h"
+
+#include <stdlib.h>
+
+#ifdef __x86_64__
+#define X86(f) f
+#else
+#define X86(f) NULL
+#endif
+
+#define LEGACY(T, t, comb_)                                                                    \
+    {T, KILN_Q8_0, KILN_QK, sizeof(kiln_block_##t), sizeof(kiln_block_q8_0), kiln_vec_dot_##t, \
+     kiln_unpack_##t, comb_, 0}
+/* Q4_1 and Q5_1 take Q8_1 activations and have only the reference rows:
+ * no unpacking, no panels (comb names the closest order, never read). */
+#define LEGACY_Q8_1(T, t)                                                                      \
+    {T, KILN_Q8_1, KILN_QK, sizeof(kiln_block_##t), sizeof(kiln_block_q8_1), kiln_vec_dot_##t, \
+     NULL, KILN_COMB_LANES8, 0}
+#define KQUANT(T, t, comb_, gemm_chunks_)                                                        \
+    {T, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_##t), sizeof(kiln_block_q8_k), NULL,             \
+     kiln_unpack_##t, comb_, gemm_chunks_}
+
+/* A quantized type's levels: nothing at the scalar level (the reference
+ * rows), the AVX2 kernels also on AVX-512 without VNNI. */
+#define QUANT_ISA(direct_, gemv_direct, avx2, avx2_gemv, avx2_gemm, vnni, vnni_gemv, vnni_gemm) \
+    {                                                                                            \
+        [KILN_ISA_AVX2] = {.direct = {X86(direct_), X86(gemv_direct)},                           \
+                           .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},                \
+        [KILN_ISA_AVX512] = {.direct = {X86(direct_), X86(gemv_direct)},                         \
+                             .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},              \
+        [KILN_ISA_VNNI] = {.direct = {X86(direct_), X86(gemv_direct)},                           \
+                           .panel = {X86(vnni), X86(vnni_gemv), X86(vnni_gemm)}},                \
+    }
+
+/* The float types share their kernels (the type is an argument). */
+#define FLOAT_ISA                                                                                          \
+    {                                                                                                      \
+        [KILN_ISA_SCALAR] = {.vec = {kiln_fggml_vec_ref, kiln_fggml_ref_scratch},                          \
+                             .tiny = {kiln_fggml_tiny_ref, kiln_fggml_ref_scratch}},                       \
+        [KILN_ISA_AVX2] = {.vec = {X86(kiln_fggml_vec_avx2), NULL},                                        \
+                           .tiny = {X86(kiln_fggml_tiny_avx2), X86(kiln_fggml_tiny_avx2_scratch)}},        \
+        [KILN_ISA_AVX512] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                    \
+                             .tiny = {X86(kiln_fggml_tiny_avx512), NULL},                                  \
+                             .exact_decode = X86(kiln_fdecode_avx512)},                                    \
+        [KILN_ISA_VNNI] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                      \
+                           .tiny = {X86(kiln_fggml_tiny_avx512), NULL},                                    \
+                           .exact_decode = X86(kiln_fdecode_avx512)},                                      \
+    }
+
+static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
+    /* ---- float weights: ggml_vec_dot_<type>, tinyBLAS for batches ---- */
+    [KILN_F32] = {
+        .ggml_order = "ggml_vec_dot_f32 (4 x 16 lanes over 64, leftovers fused); 2+ tokens: tinyBLAS "
+                      "(llamafile_sgemm, 16 lanes, _mm512_reduce_add_ps)",
+        .isa = FLOAT_ISA,
+    },
+    [KILN_F16] = {
+        .ggml_order = "ggml_vec_dot_f16 (as _f32, leftovers in double); 2+ tokens: tinyBLAS",
+        .isa = FLOAT_ISA,
+    },
+    [KILN_BF16] = {
+        .ggml_order = "ggml_vec_dot_bf16 (AVX-512F without AVX512_BF16: 2 x 16 lanes over 32, each reduced "
+                      "into a double); 2+ tokens: tinyBLAS",
+        .isa = FLOAT_ISA,
+    },
+
+    /* ---- 32-weight blocks against Q8_0 activations ---- */
+    [KILN_Q8_0] = {
+        .ggml_order = "ggml_vec_dot_q8_0_q8_0 (x86: 8 lanes of 4-weight sums, fmaf per block, hsum_float_8)",
+        .qt = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_LANES8),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_lanes8, NULL,
+                         kiln_qgemm_avx2_lanes8_t1, NULL, NULL,
+                         kiln_qgemm_vnni_lanes8_t2, NULL, NULL),
+    },
+    [KILN_Q4_0] = {
+        .ggml_order = "ggml_vec_dot_q4_0_q8_0 (generic: sumf += (sumi * dx) * dy)",
+        .qt = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q4_0, NULL,
+                         kiln_qgemm_avx2_q4_0_t4, NULL, NULL,
+                         kiln_qgemm_vnni_q4_0_t4, NULL, NULL),
+    },
+    [KILN_Q5_0] = {
+        .ggml_order = "ggml_vec_dot_q5_0_q8_0 (generic: sumf += sumi * (dx * dy))",
+        .qt = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q8_0, NULL,
+                         kiln_qgemm_avx2_q8_0_t4, NULL, NULL,
+                         kiln_qgemm_vnni_q8_0_t4, NULL, NULL),
+    },
+    [KILN_IQ4_NL] = {
+        .ggml_order = "ggml_vec_dot_iq4_nl_q8_0 (generic: sumf += sumi * (dx * dy))",
+        .qt = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q8_0, NULL,
+                         kiln_qgemm_avx2_q8_0_t4, NULL, NULL,
+                         kiln_qgemm_vnni_q8_0_t4, NULL, NULL),
+    },
+
+    /* ---- 32-weight blocks with a minimum against Q8_1 activations ---- */
+    /* the reference rows at every level (no kernel entries); the rows' dot
+     * products use AVX2 themselves where kiln_simd() allows, same bits */
+    [KILN_Q4_1] = {
+        .ggml_order = "ggml_vec_dot_q4_1_q8_1 (x86 AVX2: 8 lanes of 4-weight sums, fmaf per block, "
+                      "hsum_float_8, plus the sum of m * s)",
+        .qt = LEGACY_Q8_1(KILN_Q4_1, q4_1),
+    },
+    [KILN_Q5_1] = {
+        .ggml_order = "ggml_vec_dot_q5_1_q8_1 (x86 AVX2: as Q4_1)",
+        .qt = LEGACY_Q8_1(KILN_Q5_1, q5_1),
+    },
+
+    /* ---- 256-weight super-blocks against Q8_K activations ---- */
+    /* llama.cpp repacks Q2_K (gemm: one fma per 128 weights) and Q4_K (per
+     * 64) matrices of n_out % 8 == 0 on this CPU; see kiln_korder */
+    [KILN_Q2_K] = {
+        .ggml_order = "ggml_vec_dot_q2_K_q8_K (AVX2); repacked: ggml_gemm_q2_K_8x8_q8_K for 4-token groups, "
+                      "ggml_gemv_q2_K_8x8_q8_K for the rest and for experts",
+        .qt = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_K_Q2, 4),
+        .direct_tokens = 8,
+        .gemm_group = 4,
+        .isa = QUANT_ISA(kiln_kdirect_q2_k, kiln_kdirect_q2_k_gemv,
+                         kiln_qgemm_avx2_q2_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c4_t1,
+                         kiln_qgemm_vnni_q2_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c4_t2),
+    },
+    [KILN_Q3_K] = {
+        .ggml_order = "ggml_vec_dot_q3_K_q8_K (AVX2)",
+        .qt = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_K, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q3_k, NULL,
+                         kiln_qgemm_avx2_k_t1, NULL, NULL,
+                         kiln_qgemm_vnni_k_t2, NULL, NULL),
+    },
+    [KILN_Q4_K] = {
+        .ggml_order = "ggml_vec_dot_q4_K_q8_K (AVX2); repacked: ggml_gemm_q4_K_8x8_q8_K for 4-token groups, "
+                      "ggml_gemv_q4_K_8x8_q8_K for the rest and for experts",
+        .qt = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_K_Q4, 2),
+        .direct_tokens = 8,
+        .gemm_group = 4,
+        .isa = QUANT_ISA(kiln_kdirect_q4_k, kiln_kdirect_q4_k_gemv,
+                         kiln_qgemm_avx2_q4_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c2_t1,
+                         kiln_qgemm_vnni_q4_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c2_t2),
+    },
+    [KILN_Q5_K] = {
+        .ggml_order = "ggml_vec_dot_q5_K_q8_K (AVX2)",
+        .qt = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_K_Q5, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q5_k, NULL,
+                         kiln_qgemm_avx2_q5_k_t1, NULL, NULL,
+                         kiln_qgemm_vnni_q5_k_t2, NULL, NULL),
+    },
+    [KILN_Q6_K] = {
+        .ggml_order = "ggml_vec_dot_q6_K_q8_K (AVX2)",
+        .qt = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_K_Q6, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_q6_k, NULL,
+                         kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
+                         kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
+    },
+    [KILN_IQ2_XXS] = {
+        .ggml_order = "ggml_vec_dot_iq2_xxs_q8_K (AVX2)",
+        .qt = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_iq2, NULL,
+                         kiln_qgemm_avx2_iq2_t1, NULL, NULL,
+                         kiln_qgemm_vnni_iq2_t2, NULL, NULL),
+    },
+};
+
+const kiln_kernels *kiln_kernels_get(uint32_t type) {
+    return type < KILN_TYPE_COUNT && KERNELS[type].ggml_order ? &KERNELS[type] : NULL;
+}
+
+const kiln_qtype *kiln_qtype_get(uint32_t type) {
+    const kiln_kernels *k = kiln_kernels_get(type);
+    return k && k->qt.block ? &k->qt : NULL;
+}

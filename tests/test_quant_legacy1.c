@@ -1,0 +1,269 @@
+/* tests/test_quant_legacy1.c - Q4_1 and Q5_1 (the legacy types with a
+ * minimum) and their Q8_1 activations, against ggml's own output in
+ * tests/fixtures/quant_legacy/vectors/ (gen_vectors.c there, linked to
+ * llama.cpp's ggml, wrote it; REGEN.md has the commands):
+ *
+ *  - kiln's quantization of llama.cpp's three source tensors
+ *    (../shared/golden/quant/SRC.f32), with and without the imatrix, is
+ *    ggml_quantize_chunk's bytes, byte for byte, at every SIMD level;
+ *  - kiln's dequantization of ggml's blocks is ggml's, bit for bit
+ *    (an FNV-1a hash of the floats);
+ *  - Q8_1 activations are ggml-cpu's x86 from_float bytes (d and s too);
+ *  - the dot products, alone and through kiln_matmul's table at every
+ *    SIMD level, are ggml-cpu's vec_dot bits;
+ *  - the legacy presets' rules that the 4-layer fixtures cannot reach:
+ *    ffn_down Q4_1 / Q5_1 in the first eighth with an imatrix, Q5_K
+ *    falling back to Q5_1. The fixtures' whole-model types, bytes and
+ *    logits are checked by tests/e2e/quant_legacy.sh. */
+#include "shared.h"
+#include "simd_levels.h"
+
+#include "../codec/blocks.h"
+#include "../codec/codec.h"
+#include "../codec/quants.h"
+#include "../core/types.h"
+#include "../quantize/policy.h"
+#include "../runtime/matmul.h"
+#include "../runtime/vecdot.h"
+
+#define VEC "tests/fixtures/quant_legacy/vectors/"
+
+typedef struct src {
+    const char *name;
+    int64_t rows, cols;
+} src;
+
+static const src SRCS[] = {
+    {"blk.0.attn_q.weight", 128, 256}, {"blk.1.ffn_down.weight", 64, 512}, {"blk.2.ffn_up.weight", 128, 256}};
+static const char *const TYPES[] = {"Q4_1", "Q5_1"};
+
+/* Reads a whole file into a malloc'd buffer; fails the test when absent. */
+static void *load(size_t *len, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void *load(size_t *len, const char *fmt, ...) {
+    char path[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ggml's hash of its dequantization of (src, type, imx), from deq.tsv. */
+static uint64_t deq_hash(const char *name, const char *type, int imx) {
+    FILE *f = fopen(VEC "deq.tsv", "r");
+    assert_non_null(f);
+    char line[512], s[256], t[16];
+    int im;
+    unsigned long long h;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%255s %15s %d %llx", s, t, &im, &h) == 4 && !strcmp(s, name) && !strcmp(t, type) &&
+            im == imx) {
+            fclose(f);
+            return h;
+        }
+    fclose(f);
+    fail_msg("deq.tsv has no %s %s %d", name, type, imx);
+    return 0;
+}
+
+/* Quantization bytes and dequantization bits at this case's SIMD level. */
+static void test_codec_vs_ggml(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    SKIP_WITHOUT_SHARED();
+    int64_t bad_bytes = 0, bad_deq = 0;
+    for (size_t s = 0; s < sizeof SRCS / sizeof *SRCS; s++) {
+        const src *sr = &SRCS[s];
+        const int64_t n = sr->rows * sr->cols;
+        size_t xlen, wlen;
+        float *x = load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
+        float *w = load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
+        assert_int_equal(xlen, (size_t)n * 4);
+        assert_int_equal(wlen, (size_t)sr->cols * 4);
+        for (int t = 0; t < 2; t++)
+            for (int imx = 0; imx < 2; imx++) {
+                const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
+                size_t qlen;
+                uint8_t *ref = load(&qlen, VEC "%s.%s%s.q", sr->name, TYPES[t], imx ? ".imx" : "");
+                assert_int_equal(qlen, kiln_type_row_bytes(type, (uint64_t)sr->cols) * (size_t)sr->rows);
+                uint8_t *mine = malloc(qlen);
+                float *deq = malloc((size_t)n * 4);
+                kiln_err err = {{0}};
+                assert_int_equal(kiln_quantize_rows(type, x, mine, sr->rows, sr->cols, imx ? w : NULL, &err), qlen);
+                size_t diff = 0;
+                for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
+                if (!imx) { /* the row reference quantizer is the same code */
+                    memset(mine, 0, qlen);
+                    (type == KILN_Q4_1 ? kiln_quantize_row_q4_1_ref : kiln_quantize_row_q5_1_ref)(x, mine, n);
+                    for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
+                }
+                assert_int_equal(kiln_dequantize(type, ref, deq, n, &err), 0);
+                const bool deq_ok = fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, TYPES[t], imx);
+                printf("# %s %-22s %s%-4s bytes differing from ggml: %zu of %zu; dequantization %s\n",
+                       kiln_simd_name(lvl), sr->name, TYPES[t], imx ? ".imx" : "", diff, qlen,
+                       deq_ok ? "identical" : "DIFFERS");
+                bad_bytes += diff != 0;
+                bad_deq += !deq_ok;
+                free(deq);
+                free(mine);
+                free(ref);
+            }
+        free(w);
+        free(x);
+    }
+    assert_int_equal(bad_bytes, 0);
+    assert_int_equal(bad_deq, 0);
+}
+
+enum { NT = 8, NIN = 512, NOUT = 64 };
+
+static void test_act_q8_1_vs_ggml(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    size_t alen, qlen;
+    float *act = load(&alen, VEC "act.f32");
+    uint8_t *ref = load(&qlen, VEC "act.q8_1");
+    assert_int_equal(alen, sizeof(float) * NT * NIN);
+    assert_int_equal(qlen, sizeof(kiln_block_q8_1) * NT * NIN / KILN_QK);
+    kiln_block_q8_1 *mine = malloc(qlen);
+    for (int t = 0; t < NT; t++) kiln_act_q8_1(act + t * NIN, mine + t * NIN / KILN_QK, NIN);
+    size_t diff = 0;
+    for (size_t i = 0; i < qlen; i++) diff += ((uint8_t *)mine)[i] != ref[i];
+    printf("# %s Q8_1 activations: %zu of %zu bytes differ from ggml's\n", kiln_simd_name(lvl), diff, qlen);
+    assert_int_equal(diff, 0);
+    /* the test can fail: s is not d * sum of the bytes for a wrong order */
+    assert_true(mine[NIN / KILN_QK * 7].d == 0 && mine[NIN / KILN_QK * 7].s == 0); /* the zero block */
+    free(mine);
+    free(ref);
+    free(act);
+}
+
+/* ggml's vec_dot bits: the reference dot on ggml's activation bytes, and
+ * kiln_matmul (the kernel table, activations converted by kiln) at this
+ * case's SIMD level, one token at a time and all 8 at once. */
+static void test_dot_vs_ggml(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    SKIP_WITHOUT_SHARED(); /* not needed for the data, but the source of the weights */
+    size_t alen, qlen;
+    float *act = load(&alen, VEC "act.f32");
+    uint8_t *aq = load(&qlen, VEC "act.q8_1");
+    for (int t = 0; t < 2; t++) {
+        const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
+        size_t wlen, dlen;
+        uint8_t *w = load(&wlen, VEC "blk.1.ffn_down.weight.%s.q", TYPES[t]);
+        float *ref = load(&dlen, VEC "dot.%s.f32", TYPES[t]);
+        assert_int_equal(dlen, sizeof(float) * NT * NOUT);
+        const kiln_qtype *qt = kiln_qtype_get(type);
+        assert_non_null(qt);
+        assert_int_equal(qt->act_type, KILN_Q8_1);
+        const size_t wrow = kiln_type_row_bytes(type, NIN), arow = sizeof(kiln_block_q8_1) * NIN / KILN_QK;
+        float *y = malloc(sizeof(float) * NT * NOUT);
+        int64_t bad_ref = 0, bad_one = 0, bad_all = 0;
+        for (int tok = 0; tok < NT; tok++)
+            for (int r = 0; r < NOUT; r++) {
+                float v = qt->dot(NIN, w + r * wrow, aq + tok * arow);
+                bad_ref += memcmp(&v, &ref[tok * NOUT + r], 4) != 0;
+            }
+        for (int tok = 0; tok < NT; tok++) {
+            assert_int_equal(kiln_matmul(type, w, NIN, NOUT, act + tok * NIN, 1, y, KILN_NUM_GGML), 0);
+            bad_one += memcmp(y, ref + tok * NOUT, sizeof(float) * NOUT) != 0;
+        }
+        assert_int_equal(kiln_matmul(type, w, NIN, NOUT, act, NT, y, KILN_NUM_GGML), 0);
+        for (int i = 0; i < NT * NOUT; i++) bad_all += memcmp(&y[i], &ref[i], 4) != 0;
+        printf("# %s %s dot products differing from ggml's: reference %lld, matmul 1 token %lld, 8 tokens %lld "
+               "(of %d)\n",
+               kiln_simd_name(lvl), TYPES[t], (long long)bad_ref, (long long)bad_one, (long long)bad_all,
+               NT * NOUT);
+        assert_int_equal(bad_ref + bad_one + bad_all, 0);
+        free(y);
+        free(ref);
+        free(w);
+    }
+    free(aq);
+    free(act);
+}
+
+/* The legacy presets' rules the 4-layer fixtures cannot reach. */
+static uint32_t plan_type(const char *target, bool imatrix, uint32_t n_layer, const char *want, int64_t ne0) {
+    kiln_policy_model m = {"llama", n_layer, 32, 8, 0};
+    char names[64][48];
+    kiln_policy_tensor t[70];
+    kiln_tensor_plan p[70];
+    int n = 0;
+    for (uint32_t i = 0; i < n_layer && n < 60; i++) {
+        snprintf(names[n], 48, "blk.%u.attn_v.weight", i);
+        t[n] = (kiln_policy_tensor){names[n], 2, {4096, 1024, 1, 1}, KILN_F32};
+        n++;
+        snprintf(names[n], 48, "blk.%u.ffn_down.weight", i);
+        t[n] = (kiln_policy_tensor){names[n], 2, {ne0, 4096, 1, 1}, KILN_F32};
+        n++;
+    }
+    t[n++] = (kiln_policy_tensor){"output.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
+    t[n++] = (kiln_policy_tensor){"token_embd.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
+    kiln_policy_opts po = {.output_type = -1, .token_embd_type = -1, .has_imatrix = imatrix};
+    kiln_err err;
+    if (kiln_quant_target_parse(target, &po.target, &err) < 0) fail_msg("%s", err.msg);
+    if (kiln_policy_plan(&m, t, (uint64_t)n, &po, p, &err) < 0) fail_msg("%s", err.msg);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, want)) return p[i].to;
+    fail_msg("%s not planned", want);
+    return 0;
+}
+
+static void test_legacy_presets(void **state) {
+    (void)state;
+    kiln_quant_target tg;
+    kiln_err err;
+    const struct {
+        const char *name;
+        uint32_t type, ftype;
+    } P[] = {{"Q4_0", KILN_Q4_0, 2}, {"Q4_1", KILN_Q4_1, 3}, {"Q5_0", KILN_Q5_0, 8}, {"q5_1", KILN_Q5_1, 9}};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(kiln_quant_target_parse(P[i].name, &tg, &err), 0);
+        assert_non_null(tg.preset);
+        assert_int_equal(tg.type, P[i].type);
+        assert_int_equal(tg.ftype, P[i].ftype);
+        /* llama-quantize: output Q6_K, token_embd and the rest the base */
+        assert_int_equal(plan_type(P[i].name, false, 16, "output.weight", 4096), KILN_Q6_K);
+        assert_int_equal(plan_type(P[i].name, false, 16, "token_embd.weight", 4096), P[i].type);
+        assert_int_equal(plan_type(P[i].name, true, 16, "blk.5.attn_v.weight", 4096), P[i].type);
+    }
+    /* with an imatrix, Q4_0 / Q5_0 give ffn_down of the first n/8 layers the _1 type */
+    assert_int_equal(plan_type("Q4_0", true, 16, "blk.1.ffn_down.weight", 4096), KILN_Q4_1);
+    assert_int_equal(plan_type("Q4_0", true, 16, "blk.2.ffn_down.weight", 4096), KILN_Q4_0);
+    assert_int_equal(plan_type("Q4_0", false, 16, "blk.1.ffn_down.weight", 4096), KILN_Q4_0);
+    assert_int_equal(plan_type("Q5_0", true, 16, "blk.0.ffn_down.weight", 4096), KILN_Q5_1);
+    assert_int_equal(plan_type("Q5_0", false, 16, "blk.0.ffn_down.weight", 4096), KILN_Q5_0);
+    assert_int_equal(plan_type("Q4_1", true, 16, "blk.0.ffn_down.weight", 4096), KILN_Q4_1);
+    /* row lengths: Q5_K falls back to Q5_1 (llama.cpp), output to Q8_0 when
+     * its rows do not fit 256 */
+    assert_int_equal(kiln_policy_fallback(KILN_Q5_K, 96), KILN_Q5_1);
+    assert_int_equal(plan_type("Q5_K_M", false, 16, "blk.3.ffn_down.weight", 1376), KILN_Q5_1);
+    assert_int_equal(kiln_policy_fallback(KILN_Q5_1, 100), KILN_F16);
+    assert_int_equal(kiln_policy_fallback(KILN_Q4_1, 96), KILN_Q4_1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        SIMD_LEVEL_TESTS(test_codec_vs_ggml),
+        SIMD_LEVEL_TESTS(test_act_q8_1_vs_ggml),
+        SIMD_LEVEL_TESTS(test_dot_vs_ggml),
+        cmocka_unit_test(test_legacy_presets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
