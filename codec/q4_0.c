@@ -142,15 +142,8 @@ size_t kiln_legacy_quantize(const float *src, void *dst, int64_t nrows, int64_t 
     if (!imatrix)
         return kiln_quantize_blocks(src, dst, nrows, n_per_row, NULL, KILN_QK, block_bytes,
                                     legacy_block, &c);
-    uint8_t *y = dst;
-    size_t row_bytes = (size_t)(n_per_row / KILN_QK) * block_bytes;
-    for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += row_bytes) {
-        float sum_x2 = 0; /* in ggml's order */
-        for (int64_t j = 0; j < n_per_row; j++) sum_x2 += src[j] * src[j];
-        c.sigma2 = sum_x2 / n_per_row;
-        kiln_quantize_blocks(src, y, 1, n_per_row, imatrix, KILN_QK, block_bytes, legacy_block, &c);
-    }
-    return (size_t)nrows * row_bytes;
+    return kiln_quantize_rows_sigma2(src, dst, nrows, n_per_row, imatrix, KILN_QK, block_bytes, legacy_block, &c,
+                                     &c.sigma2);
 }
 
 /* ---------------------------------------------------------------------

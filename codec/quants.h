@@ -73,6 +73,26 @@ static inline size_t kiln_quantize_blocks(const float *src, void *dst, int64_t n
     return (size_t)(nrows * nb) * block_bytes;
 }
 
+/* ggml's imatrix quantizers of the legacy types (Q4_0, Q4_1, Q5_0, Q5_1)
+ * weight every block by the mean x^2 of its whole row: this quantizes row
+ * by row, first storing that mean (summed in ggml's order) in *sigma2,
+ * where the codec's block function finds it through ctx. Returns the bytes
+ * written. */
+static inline size_t kiln_quantize_rows_sigma2(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
+                                               const float *imatrix, int block_weights, size_t block_bytes,
+                                               kiln_block_quantizer quantize_block, const void *ctx,
+                                               float *sigma2) {
+    uint8_t *y = (uint8_t *)dst;
+    size_t row_bytes = (size_t)(n_per_row / block_weights) * block_bytes;
+    for (int64_t r = 0; r < nrows; r++, src += n_per_row, y += row_bytes) {
+        float sum_x2 = 0;
+        for (int64_t j = 0; j < n_per_row; j++) sum_x2 += src[j] * src[j];
+        *sigma2 = sum_x2 / n_per_row;
+        kiln_quantize_blocks(src, y, 1, n_per_row, imatrix, block_weights, block_bytes, quantize_block, ctx);
+    }
+    return (size_t)nrows * row_bytes;
+}
+
 /* The instruction sets the AVX2 and AVX-512 variants of a kernel are
  * compiled for: what kiln_simd() checks before it reports each level. The
  * AVX-512 set includes the AVX2 one so that AVX2 helpers inline into it. */

@@ -37,7 +37,8 @@ static const src SRCS[] = {
     {"blk.0.attn_q.weight", 128, 256}, {"blk.1.ffn_down.weight", 64, 512}, {"blk.2.ffn_up.weight", 128, 256}};
 static const char *const TYPES[] = {"Q4_1", "Q5_1"};
 
-/* Reads a whole file into a malloc'd buffer; fails the test when absent. */
+/* Reads a whole file (path as printf would format it) into a malloc'd
+ * buffer; fails the test when absent. */
 static void *load(size_t *len, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void *load(size_t *len, const char *fmt, ...) {
     char path[8192];
@@ -45,16 +46,8 @@ static void *load(size_t *len, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(path, sizeof path, fmt, ap);
     va_end(ap);
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    if (len) *len = (size_t)n;
+    void *buf = kiln_test_read_file(path, len);
+    if (!buf) fail_msg("cannot open %s", path);
     return buf;
 }
 
