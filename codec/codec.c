@@ -30,6 +30,8 @@ static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
     [KILN_Q6_K] = {KILN_Q6_K, kiln_dequantize_row_q6_k, kiln_quantize_q6_k, false},
     /* @codecs-iq2: IQ2_XXS */
     [KILN_IQ2_XXS] = {KILN_IQ2_XXS, kiln_dequantize_row_iq2_xxs, kiln_quantize_iq2_xxs, true},
+    /* @codecs-iq4: IQ4_XS */
+    [KILN_IQ4_XS] = {KILN_IQ4_XS, kiln_dequantize_row_iq4_xs, kiln_quantize_iq4_xs, false},
 };
 
 /* Index of the first NaN or infinity in x[0..n), or -1. An element is

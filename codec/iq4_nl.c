@@ -14,9 +14,12 @@
  * which ggml's choice changes (checked once per call against the scalar
  * rule, so "nearest, ties up" is reproduced bit for bit) and evaluate all
  * 16 candidate scales at once, one per lane, each lane summing over the
- * block in ggml's order. The winner is then chosen by the scalar rule. */
+ * block in ggml's order. The winner is then chosen by the scalar rule.
+ * IQ4_XS (iq4_xs.c) runs the same search per 32-weight sub-block, through
+ * kiln_iq4_search_init / kiln_iq4_block_scale (iq4_search.h). */
 #include "blocks.h"
 #include "quants.h"
+#include "iq4_search.h"
 #include "search.h"
 
 #include "../core/cpu.h"
@@ -45,14 +48,8 @@ static inline int nearest_index(float x) {
     }
     return x - v[lo] < v[hi] - x ? lo : hi;
 }
-
-/* What the SIMD paths look up: thr[i] (i >= 1) is the least float whose
- * nearest_index is i or more, so nearest_index(x) = #{i >= 1 : x >= thr[i]};
- * val[i] is the table as floats. */
-typedef struct iq4nl_tables {
-    float thr[16];
-    float val[16];
-} iq4nl_tables;
+/* kiln_iq4_tables (iq4_search.h): thr[i] (i >= 1) is the least float whose
+ * nearest_index is i or more, so nearest_index(x) = #{i >= 1 : x >= thr[i]}. */
 
 /* Floats in increasing order as increasing integers. */
 static inline int32_t float_key(float f) {
@@ -68,7 +65,7 @@ static inline float key_float(int32_t k) {
  * val[i - 1] and i at val[i], so bisection finds each switch point. The
  * midpoint is tried first: near it the subtractions are exact, so it is
  * the switch point, and the bisection is only a safety net. */
-static void iq4nl_tables_init(iq4nl_tables *t) {
+static void iq4nl_tables_init(kiln_iq4_tables *t) {
     t->thr[0] = -INFINITY;
     t->val[0] = kiln_iq4nl_values[0];
     for (int i = 1; i < 16; i++) {
@@ -95,7 +92,7 @@ static void iq4nl_tables_init(iq4nl_tables *t) {
  * first nc candidates; the rest of the NCAND outputs are filled with
  * something finite or zero. */
 static void cand_sums_scalar(const float *x, const float *w, const float *ids, int nc,
-                             const iq4nl_tables *t, float *sqx, float *sq2) {
+                             const kiln_iq4_tables *t, float *sqx, float *sq2) {
     (void)t;
     for (int c = 0; c < nc; c++) {
         float a = 0, b = 0;
@@ -110,7 +107,7 @@ static void cand_sums_scalar(const float *x, const float *w, const float *ids, i
     for (int c = nc; c < NCAND; c++) sqx[c] = sq2[c] = 0;
 }
 
-static void indices_scalar(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
+static void indices_scalar(float id, const float *x, const kiln_iq4_tables *t, uint8_t *L) {
     (void)t;
     for (int j = 0; j < KILN_QK; j++) L[j] = (uint8_t)nearest_index(id * x[j]);
 }
@@ -134,7 +131,7 @@ KILN_AVX2 static inline __m256i index8(__m256 al, __m256 tlo, __m256 thi, __m256
 }
 
 KILN_AVX2 static void
-cand_sums_avx2(const float *x, const float *w, const float *ids, int nc, const iq4nl_tables *t,
+cand_sums_avx2(const float *x, const float *w, const float *ids, int nc, const kiln_iq4_tables *t,
                float *sqx, float *sq2) {
     const __m256 tlo = _mm256_loadu_ps(t->thr), thi = _mm256_loadu_ps(t->thr + 8);
     const __m256 vlo = _mm256_loadu_ps(t->val), vhi = _mm256_loadu_ps(t->val + 8);
@@ -160,7 +157,7 @@ cand_sums_avx2(const float *x, const float *w, const float *ids, int nc, const i
     memcpy(sq2, b, sizeof b);
 }
 
-KILN_AVX2 static void indices_avx2(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
+KILN_AVX2 static void indices_avx2(float id, const float *x, const kiln_iq4_tables *t, uint8_t *L) {
     const __m256 tlo = _mm256_loadu_ps(t->thr), thi = _mm256_loadu_ps(t->thr + 8);
     const __m256 t8 = _mm256_set1_ps(t->thr[8]), idv = _mm256_set1_ps(id);
     __m256i q[4];
@@ -182,7 +179,7 @@ KILN_AVX512 static inline __m512i index16(__m512 al, __m512 thr, __m512 t8) {
 }
 
 KILN_AVX512 static void
-cand_sums_avx512(const float *x, const float *w, const float *ids, int nc, const iq4nl_tables *t,
+cand_sums_avx512(const float *x, const float *w, const float *ids, int nc, const kiln_iq4_tables *t,
                  float *sqx, float *sq2) {
     const __m512 thr = _mm512_loadu_ps(t->thr), val = _mm512_loadu_ps(t->val);
     const __m512 t8 = _mm512_set1_ps(t->thr[8]);
@@ -200,7 +197,7 @@ cand_sums_avx512(const float *x, const float *w, const float *ids, int nc, const
 }
 
 KILN_AVX512 static void
-indices_avx512(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
+indices_avx512(float id, const float *x, const kiln_iq4_tables *t, uint8_t *L) {
     const __m512 thr = _mm512_loadu_ps(t->thr), t8 = _mm512_set1_ps(t->thr[8]);
     const __m512 idv = _mm512_set1_ps(id);
     for (int k = 0; k < 2; k++) {
@@ -210,41 +207,51 @@ indices_avx512(float id, const float *x, const iq4nl_tables *t, uint8_t *L) {
 }
 #endif
 
-typedef void (*cand_sums_fn)(const float *, const float *, const float *, int,
-                             const iq4nl_tables *, float *, float *);
-typedef void (*indices_fn)(float, const float *, const iq4nl_tables *, uint8_t *);
-
-typedef struct iq4nl_kernels {
-    iq4nl_tables t;
-    cand_sums_fn cand_sums;
-    indices_fn indices;
-} iq4nl_kernels;
-
-static void iq4nl_kernels_init(iq4nl_kernels *k) {
-    iq4nl_tables_init(&k->t);
-    k->cand_sums = KILN_SIMD_PICK(cand_sums);
-    k->indices = KILN_SIMD_PICK(indices);
+void kiln_iq4_search_init(kiln_iq4_search *s, int ntry) {
+    iq4nl_tables_init(&s->t);
+    s->cand_sums = KILN_SIMD_PICK(cand_sums);
+    s->indices = KILN_SIMD_PICK(indices);
+    s->ntry = ntry;
 }
 
 /* ---------------------------------------------------------------------
- * One block. */
+ * The search for one block, and IQ4_NL's blocks. */
 
-/* What every block of one call shares: the kernels, and ntry = NTRY for
- * ggml's search or -1 for its row reference (first guess only, indices
- * kept from it). */
-typedef struct iq4nl_ctx {
-    iq4nl_kernels k;
-    int ntry;
-} iq4nl_ctx;
+float kiln_iq4_block_scale(const kiln_iq4_search *s, const float *x, const float *w, float *id,
+                           bool *weighted) {
+    const int ntry = s->ntry;
+    const float v0 = kiln_iq4nl_values[0];
+    float amax, max = kiln_max_magnitude(x, KILN_QK, &amax);
+    *id = 0;
+    *weighted = true;
+    if (amax < KILN_GROUP_MAX_EPS) return 0;
+    /* Candidate c >= 1 is try c - 1 - ntry; unused lanes repeat a try so
+     * that the division loops stay branch-free. */
+    float ids[NCAND], sqx[NCAND], sq2[NCAND], dq[NCAND];
+    for (int c = 0; c < NCAND; c++) ids[c] = ((c <= 2 * ntry + 1 ? c : 1) - 1 - ntry + v0) / max;
+    ids[0] = 1 / (ntry > 0 ? -max / v0 : max / v0);
+    int nc = ntry > 0 ? 2 * ntry + 2 : 1;
+    s->cand_sums(x, w, ids, nc, &s->t, sqx, sq2);
+    /* each candidate's least-squares scale; read only where sq2 > 0 */
+    for (int c = 0; c < NCAND; c++) dq[c] = sqx[c] / sq2[c];
+    *weighted = sq2[0] > 0;
+    float d = *weighted ? dq[0] : 0;
+    float best = d * sqx[0];
+    for (int c = 1; c < nc; c++) {
+        if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
+            d = dq[c];
+            best = d * sqx[c];
+        }
+    }
+    *id = ntry > 0 ? (d ? 1 / d : 0) : ids[0];
+    return d;
+}
 
 /* A kiln_block_quantizer; qw is the block's imatrix slice or NULL. For an
  * all-zero block (d = 0) ggml's reference leaves whatever indices its
  * buffer held; kiln writes the index of 0 instead. */
 static void iq4nl_block(const float *x, const float *qw, void *dst, const void *ctx) {
-    const iq4nl_ctx *qc = ctx;
-    const iq4nl_kernels *k = &qc->k;
-    const int ntry = qc->ntry;
-    const float v0 = kiln_iq4nl_values[0];
+    const kiln_iq4_search *s = ctx;
     float w[KILN_QK];
     if (qw) {
         float sigma2 = 0;
@@ -254,34 +261,20 @@ static void iq4nl_block(const float *x, const float *qw, void *dst, const void *
     } else {
         for (int j = 0; j < KILN_QK; j++) w[j] = x[j] * x[j];
     }
-
-    float amax, max = kiln_max_magnitude(x, KILN_QK, &amax);
-    float d = 0, id = 0;
-    if (amax >= KILN_GROUP_MAX_EPS) {
-        /* Candidate c >= 1 is try c - 1 - ntry; unused lanes repeat a try
-         * so that the division loops stay branch-free. */
-        float ids[NCAND], sqx[NCAND], sq2[NCAND], dq[NCAND];
-        for (int c = 0; c < NCAND; c++) ids[c] = ((c <= 2 * ntry + 1 ? c : 1) - 1 - ntry + v0) / max;
-        ids[0] = 1 / (ntry > 0 ? -max / v0 : max / v0);
-        int nc = ntry > 0 ? 2 * ntry + 2 : 1;
-        k->cand_sums(x, w, ids, nc, &k->t, sqx, sq2);
-        /* each candidate's least-squares scale; read only where sq2 > 0 */
-        for (int c = 0; c < NCAND; c++) dq[c] = sqx[c] / sq2[c];
-        /* ggml divides unguarded, so a block whose imatrix weights are all
-         * zero gets a NaN scale there; kiln keeps the first guess instead.
-         * Every block ggml quantizes to finite values is unaffected. */
-        d = sq2[0] > 0 ? dq[0] : 1 / ids[0];
-        float best = d * sqx[0];
-        for (int c = 1; c < nc; c++) {
-            if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
-                d = dq[c];
-                best = d * sqx[c];
-            }
-        }
-        id = ntry > 0 ? (d ? 1 / d : 0) : ids[0];
+    float id;
+    bool weighted;
+    float d = kiln_iq4_block_scale(s, x, w, &id, &weighted);
+    /* A block whose imatrix weights are all zero leaves nothing to fit:
+     * ggml stores d = 0 there (indices of 0); kiln's IQ4_NL keeps the
+     * first guess instead, finite and close (test_quant_legacy.c). */
+    if (!weighted && d == 0) {
+        float amax, max = kiln_max_magnitude(x, KILN_QK, &amax);
+        float first = 1 / (s->ntry > 0 ? -max / kiln_iq4nl_values[0] : max / kiln_iq4nl_values[0]);
+        d = 1 / first;
+        id = s->ntry > 0 ? 1 / d : first;
     }
     uint8_t L[KILN_QK];
-    k->indices(id, x, &k->t, L);
+    kiln_iq4_indices(s, id, x, L);
     kiln_pack_nibble_block(d, L, dst);
 }
 
@@ -290,15 +283,15 @@ void kiln_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
 }
 
 void kiln_quantize_row_iq4_nl_ref(const float *src, void *dst, int64_t n) {
-    iq4nl_ctx c = {.ntry = -1};
-    iq4nl_kernels_init(&c.k);
-    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK, sizeof(kiln_block_iq4_nl), iq4nl_block, &c);
+    kiln_iq4_search s;
+    kiln_iq4_search_init(&s, -1);
+    kiln_quantize_blocks(src, dst, 1, n, NULL, KILN_QK, sizeof(kiln_block_iq4_nl), iq4nl_block, &s);
 }
 
 size_t kiln_quantize_iq4_nl(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                             const float *imatrix) {
-    iq4nl_ctx c = {.ntry = NTRY};
-    iq4nl_kernels_init(&c.k);
+    kiln_iq4_search s;
+    kiln_iq4_search_init(&s, NTRY);
     return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK,
-                                sizeof(kiln_block_iq4_nl), iq4nl_block, &c);
+                                sizeof(kiln_block_iq4_nl), iq4nl_block, &s);
 }

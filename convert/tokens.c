@@ -11,6 +11,9 @@
 
 int cv_tokens_init(cv_tokens *t, uint64_t n, bool with_scores, kiln_err *err) {
     memset(t, 0, sizeof *t);
+    if (n > (uint64_t)CV_MAX_TOKENS)
+        return kiln_fail(err, "tokenizer", "vocab_size", -1, "%llu tokens is more than kiln's limit of %lld",
+                         (unsigned long long)n, (long long)CV_MAX_TOKENS);
     t->text = calloc(n + 1, sizeof *t->text);
     t->len = calloc(n + 1, sizeof *t->len);
     t->types = calloc(n + 1, sizeof *t->types);

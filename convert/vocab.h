@@ -48,6 +48,14 @@ typedef struct cv_tokens {
     uint64_t n;
 } cv_tokens;
 
+/* The most tokens a vocabulary may have. Real ones have at most a few
+ * hundred thousand; a token id or vocab_size beyond this is a corrupt file,
+ * refused before anything the size of the vocabulary is allocated (one
+ * such id asked for 16 GB under the fuzzer). */
+#define CV_MAX_TOKENS ((int64_t)1 << 24)
+
+/* Starts a list of n tokens (n <= CV_MAX_TOKENS, else an error naming
+ * `what`, the file and field n came from). 0 or -1. */
 int cv_tokens_init(cv_tokens *t, uint64_t n, bool with_scores, kiln_err *err);
 /* Replaces token i's text with a copy of s[0..len). 0 or -1. */
 int cv_tokens_set(cv_tokens *t, uint64_t i, const char *s, uint64_t len, kiln_err *err);

@@ -37,12 +37,14 @@ static int reverse_vocab(json_t *vocab, json_t *added, const char ***rev, int64_
     size_t i;
     json_object_foreach(vocab, key, v) {
         int64_t id;
-        if (!cv_json_int(v, &id) || id < 0) return kiln_fail(err, "tokenizer.json", "model.vocab", -1, "bad id for '%s'", key);
+        if (!cv_json_int(v, &id) || id < 0 || id >= CV_MAX_TOKENS)
+            return kiln_fail(err, "tokenizer.json", "model.vocab", -1, "bad id for '%s'", key);
         if (id > hi) hi = id;
     }
     json_array_foreach(added, i, v) {
         int64_t id;
-        if (!cv_json_int(json_object_get(v, "id"), &id) || id < 0 || !cv_json_str(json_object_get(v, "content")))
+        if (!cv_json_int(json_object_get(v, "id"), &id) || id < 0 || id >= CV_MAX_TOKENS ||
+            !cv_json_str(json_object_get(v, "content")))
             return kiln_fail(err, "tokenizer.json", "added_tokens", -1, "entry %zu needs an id and a content", i);
         if (id > hi) hi = id;
     }
@@ -75,6 +77,9 @@ int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const 
     json_t *vs = json_object_get(hparams, "vocab_size");
     int rc = 0;
     if (vs && !cv_json_int(vs, &vocab_size)) rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "not an integer");
+    if (rc == 0 && vocab_size > CV_MAX_TOKENS)
+        rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "%lld is more than kiln's limit of %lld tokens",
+                       (long long)vocab_size, (long long)CV_MAX_TOKENS);
     if (rc == 0 && max_id >= vocab_size)
         rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "is %lld, but tokenizer.json has token id %lld",
                        (long long)vocab_size, (long long)max_id);

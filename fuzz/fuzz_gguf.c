@@ -16,6 +16,14 @@
 
 #define MAX_SHARDS 4
 
+/* A double's bits: converting a negative or huge double to an integer type
+ * is undefined, and the values come straight from the fuzzed file. */
+static uint64_t f64_bits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
 static uint64_t walk_value(const kiln_value *v) {
     uint64_t h = v->type;
     if (v->type == KILN_GGUF_STRING) {
@@ -25,7 +33,7 @@ static uint64_t walk_value(const kiln_value *v) {
         for (uint64_t i = 0; i < a->n && i < 64; i++) {
             if (a->type == KILN_GGUF_STRING) h += a->strs[i].len ? (uint8_t)a->strs[i].ptr[a->strs[i].len - 1] : 0;
             else if (a->type == KILN_GGUF_ARRAY) h += walk_value(&a->vals[i]);
-            else h += (uint64_t)kiln_array_i64(a, i) + (uint64_t)kiln_array_f64(a, i);
+            else h += (uint64_t)kiln_array_i64(a, i) + f64_bits(kiln_array_f64(a, i));
         }
         if (a->n && kiln_gguf_vtype_size(a->type))  /* the last element too */
             h += (uint64_t)kiln_array_i64(a, a->n - 1);

@@ -29,7 +29,8 @@ enum {
     PM_Q4_1 = 1u << 9,
     PM_Q5_0 = 1u << 10,
     PM_Q5_1 = 1u << 11,
-    PM_ALL = 0xfffu,
+    PM_IQ4_XS = 1u << 12,
+    PM_ALL = 0x1fffu,
     PM_KQ = PM_ALL & ~PM_IQ2_XXS, /* llama.cpp's branch for non-IQ presets */
 };
 
@@ -41,11 +42,13 @@ static const kiln_preset PRESETS[] = {
     {"Q2_K", 10, KILN_Q2_K, PM_Q2_K},      {"IQ2_XXS", 19, KILN_IQ2_XXS, PM_IQ2_XXS},
     {"Q5_1", 9, KILN_Q5_1, PM_Q5_1},       {"Q5_0", 8, KILN_Q5_0, PM_Q5_0},
     {"Q4_1", 3, KILN_Q4_1, PM_Q4_1},       {"Q4_0", 2, KILN_Q4_0, PM_Q4_0},
+    {"IQ4_XS", 30, KILN_IQ4_XS, PM_IQ4_XS},
 };
 
 const kiln_preset *const kiln_presets[] = {&PRESETS[0], &PRESETS[1], &PRESETS[2],  &PRESETS[3],
                                            &PRESETS[4], &PRESETS[5], &PRESETS[6],  &PRESETS[7],
-                                           &PRESETS[8], &PRESETS[9], &PRESETS[10], &PRESETS[11], NULL};
+                                           &PRESETS[8], &PRESETS[9], &PRESETS[10], &PRESETS[11],
+                                           &PRESETS[12], NULL};
 
 /* general.file_type for a plain type: the llama.cpp ftype whose default
  * type it is (the _S variant where there are several). Q4_0, Q4_1, Q5_0
@@ -57,7 +60,7 @@ static const struct {
     {KILN_F32, 0},   {KILN_F16, 1},     {KILN_BF16, 32},    {KILN_Q4_0, 2},    {KILN_Q5_0, 8},
     {KILN_Q4_1, 3},  {KILN_Q5_1, 9},
     {KILN_Q8_0, 7},  {KILN_Q2_K, 10},   {KILN_Q3_K, 11},    {KILN_Q4_K, 14},   {KILN_Q5_K, 16},
-    {KILN_Q6_K, 18}, {KILN_IQ2_XXS, 19}, {KILN_IQ4_NL, 25},
+    {KILN_Q6_K, 18}, {KILN_IQ2_XXS, 19}, {KILN_IQ4_NL, 25}, {KILN_IQ4_XS, 30},
 };
 
 int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) {
@@ -75,8 +78,8 @@ int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) 
         }
     return kiln_fail(err, NULL, NULL, -1,
                      "unknown preset or type '%s' (presets: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS "
-                     "Q5_1 Q5_0 Q4_1 Q4_0; types: F32 F16 BF16 Q8_0 Q5_1 Q5_0 Q4_1 Q4_0 IQ4_NL Q6_K Q5_K Q4_K "
-                     "Q3_K Q2_K IQ2_XXS)",
+                     "Q5_1 Q5_0 Q4_1 Q4_0 IQ4_XS; types: F32 F16 BF16 Q8_0 Q5_1 Q5_0 Q4_1 Q4_0 IQ4_NL IQ4_XS "
+                     "Q6_K Q5_K Q4_K Q3_K Q2_K IQ2_XXS)",
                      s);
 }
 
@@ -129,7 +132,7 @@ bool kiln_policy_quantizable(const char *name, uint32_t n_dims) {
 /* ---- the mix rules ------------------------------------------------------ */
 
 enum arch_cond { A_ANY, A_FALCON, A_NOT_FALCON };
-enum model_cond { M_ANY, M_GQA4, M_GQA4_OR_EXP4, M_EXP8, M_70B, M_ROW_MISFIT, M_IMATRIX };
+enum model_cond { M_ANY, M_GQA4, M_GQA4_OR_EXP4, M_EXP8, M_70B, M_ROW_MISFIT, M_IMATRIX, M_NO_IMATRIX };
 /* Position of the tensor among its kind: attn_v counts attn_v tensors in
  * visiting order; ffn_* use the layer (parsed from the name for MoE
  * models, whose expert tensors need not be in layer order). */
@@ -167,6 +170,7 @@ static const rule RULES[] = {
     {PM_Q3_K_M, C_ATTN_V, A_ANY, M_ANY, P_ANY, 0, KILN_Q4_K, "attn_v: Q4_K"},
     {PM_Q4_K_M | PM_Q5_K_M, C_ATTN_V, A_ANY, M_ANY, P_MORE_BITS, 0, KILN_Q6_K,
      "attn_v: Q6_K on the first/last eighth and every third layer"},
+    {PM_IQ4_XS, C_ATTN_V, A_ANY, M_GQA4, P_ANY, 0, KILN_Q5_K, "attn_v: Q5_K with GQA >= 4"},
     {PM_Q4_K_S, C_ATTN_V, A_ANY, M_ANY, P_LT_K, 4, KILN_Q5_K, "attn_v: Q5_K for the first four"},
     {PM_KQ, C_ATTN_K, A_ANY, M_EXP8, P_ANY, 0, KILN_Q8_0, "attn_k: Q8_0 with 8 experts"},
     {PM_Q2_K, C_FFN_DOWN, A_ANY, M_ANY, P_ANY, 0, KILN_Q3_K, "ffn_down: Q3_K"},
@@ -180,12 +184,14 @@ static const rule RULES[] = {
     {PM_Q4_K_M, C_FFN_DOWN, A_FALCON, M_ANY, P_ANY, 0, T_BASE, "ffn_down: base type"},
     {PM_Q4_K_M | PM_Q5_K_M, C_FFN_DOWN, A_ANY, M_ANY, P_MORE_BITS, 0, KILN_Q6_K,
      "ffn_down: Q6_K on the first/last eighth and every third layer"},
+    {PM_IQ4_XS, C_FFN_DOWN, A_ANY, M_NO_IMATRIX, P_LT_N8, 0, KILN_Q5_K,
+     "ffn_down: Q5_K in the first eighth (no imatrix)"},
     {PM_Q4_K_S, C_FFN_DOWN, A_NOT_FALCON, M_ANY, P_LT_N8, 0, KILN_Q5_K, "ffn_down: Q5_K in the first eighth"},
     /* legacy presets: with an imatrix only, so that a run without one
      * keeps the old mix (Q4_1 / Q5_1 "go crazy" on ffn_down without) */
     {PM_Q4_0, C_FFN_DOWN, A_ANY, M_IMATRIX, P_LT_N8, 0, KILN_Q4_1, "ffn_down: Q4_1 in the first eighth (imatrix)"},
     {PM_Q5_0, C_FFN_DOWN, A_ANY, M_IMATRIX, P_LT_N8, 0, KILN_Q5_1, "ffn_down: Q5_1 in the first eighth (imatrix)"},
-    {PM_Q2_K | PM_Q3_K_M | PM_Q4_K_S | PM_Q4_K_M, C_ATTN_OUT, A_NOT_FALCON, M_EXP8, P_ANY, 0, KILN_Q5_K,
+    {PM_Q2_K | PM_Q3_K_M | PM_Q4_K_S | PM_Q4_K_M | PM_IQ4_XS, C_ATTN_OUT, A_NOT_FALCON, M_EXP8, P_ANY, 0, KILN_Q5_K,
      "attn_output: Q5_K with 8 experts"},
     {PM_KQ, C_ATTN_OUT, A_NOT_FALCON, M_EXP8, P_ANY, 0, T_BASE, "attn_output: base type"},
     {PM_Q2_K, C_ATTN_OUT, A_NOT_FALCON, M_ANY, P_ANY, 0, KILN_Q3_K, "attn_output: Q3_K"},
@@ -239,6 +245,7 @@ static bool model_ok(const state *s, uint8_t cond, const kiln_policy_tensor *t, 
     case M_70B: return is_70b(m);
     case M_ROW_MISFIT: return t->ne[0] % kiln_type_get(base)->block_size != 0;
     case M_IMATRIX: return s->has_imatrix;
+    case M_NO_IMATRIX: return !s->has_imatrix;
     default: return true;
     }
 }

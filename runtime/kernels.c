@@ -192,6 +192,17 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
                          kiln_qgemm_avx2_iq2_t1, NULL, NULL,
                          kiln_qgemm_vnni_iq2_t2, NULL, NULL),
     },
+    /* llama.cpp does not repack IQ4_XS (ggml-cpu/repack.cpp has no IQ4_XS
+     * layout). No panels (their vpmaddubsw of q + 128 by levels up to 127
+     * would saturate): the direct kernel takes every product from AVX2 up,
+     * with ggml's own sign trick for the byte products */
+    [KILN_IQ4_XS] = {
+        .ggml_order = "ggml_vec_dot_iq4_xs_q8_K (AVX2: 8 lanes of 4-weight sums times the 6-bit scales, "
+                      "fmaf per super-block, hsum_float_8)",
+        .qt = KQUANT(KILN_IQ4_XS, iq4_xs, KILN_COMB_IQ4, 0),
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_iq4_xs, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
 };
 
 const kiln_kernels *kiln_kernels_get(uint32_t type) {

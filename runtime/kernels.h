@@ -127,6 +127,7 @@ void kiln_kdirect_q2_k(const kiln_qtype *, const uint8_t *, int64_t, const void 
 void kiln_kdirect_q4_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q5_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_iq2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kdirect_iq4_xs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                             int64_t);
 void kiln_kdirect_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,

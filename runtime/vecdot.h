@@ -110,6 +110,7 @@ void kiln_unpack_q4_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_q5_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq4_xs(const void *blocks, int n, kiln_qblock *out);
 
 /* ggml's hsum_float_8 (x86): ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
 static inline float kiln_hsum8(const float a[8]) {
@@ -134,6 +135,8 @@ typedef enum kiln_combine {
     KILN_COMB_K_Q4,     /* 4 min lanes beside them           Q4_K */
     KILN_COMB_K_Q5,     /* one running min sum beside them   Q5_K */
     KILN_COMB_IQ2,      /* the lanes, the total * 0.125      IQ2_XXS */
+    KILN_COMB_IQ4,      /* the lanes alone, as K; levels are
+                           table values up to +-127          IQ4_XS */
 } kiln_combine;
 
 /* Which of ggml's k-quant orders a product takes. llama.cpp's CPU backend

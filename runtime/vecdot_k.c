@@ -1,4 +1,5 @@
-/* runtime/vecdot_k.c - the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K): their
+/* runtime/vecdot_k.c - the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and
+ * IQ4_XS (IQ4_NL's table under Q3_K-like signed scales): their
  * super-blocks unpacked to integer levels and scales (weight = d * sc * q
  * - dmin * mn), and their reference dot products against Q8_K
  * activations in ggml's vec_dot order (vecdot_korder.c holds the orders).
@@ -175,3 +176,23 @@ void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out) {
     out->d[0] = out->dmin = kiln_fp16_to_fp32(b->d);
 }
 
+
+/* IQ4_XS: the table values as levels, each 32-weight sub-block's signed
+ * scale ls - 32 given to both of its 16-weight halves, no mins. ggml's
+ * AVX2 vec_dot sums exactly these integers per 4-weight lane (KILN_COMB_K). */
+void kiln_unpack_iq4_xs(const void *blocks, int n, kiln_qblock *out) {
+    const kiln_block_iq4_xs *b = blocks;
+    (void)n;
+    for (int ib = 0; ib < KILN_QK_K / 32; ib++) {
+        const uint8_t *qs = b->qs + 16 * ib;
+        for (int j = 0; j < 16; j++) {
+            out->q[32 * ib + j] = kiln_iq4nl_values[qs[j] & 0xF];
+            out->q[32 * ib + 16 + j] = kiln_iq4nl_values[qs[j] >> 4];
+        }
+        const int ls = ((b->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | ((b->scales_h >> 2 * ib) & 3) << 4;
+        out->sc[2 * ib] = out->sc[2 * ib + 1] = (int16_t)(ls - 32);
+        out->mn[2 * ib] = out->mn[2 * ib + 1] = 0;
+    }
+    out->d[0] = kiln_fp16_to_fp32(b->d);
+    out->dmin = 0;
+}

@@ -7,7 +7,7 @@
  * several times the dot products themselves when one token is multiplied.
  * Here each weight block is decoded once, for up to GROUP tokens: the
  * k-quants into registers straight from their bits (vecdot_kbits.h),
- * IQ2_XXS and the 32-weight formats through the type's unpacker into a
+ * IQ2_XXS, IQ4_XS and the 32-weight formats through the type's unpacker into a
  * kiln_qblock on the stack. Its exact integer sums with each token are
  * taken with AVX2, and those become floats in the reference order:
  *
@@ -175,16 +175,23 @@ AVX2 INLINE void kdecode(const kiln_qtype *qt, kiln_combine comb, const uint8_t 
  * token. vpmaddubsw multiplies unsigned by signed bytes, and Q8_K
  * activations reach -128, so signed levels (Q3_K, IQ2_XXS: |q| <= 43) are
  * lifted by 64 and 64 * a taken back out of each 16-bit pair sum; no pair
- * sum leaves int16 (at most 107 * 128 * 2). */
-AVX2 INLINE void ksums(const kdec *k, const kiln_block_q8_k *y, bool signed_levels, bool mins, __m256i *lane,
-                       __m256i *min) {
+ * sum leaves int16 (at most 107 * 128 * 2). IQ4_XS's levels (up to +-127)
+ * take ggml's own mul_add_epi8 instead, |q| times a with q's sign, which
+ * is what ggml_vec_dot_iq4_xs_q8_K sums (pair sums <= 2 * 127 * 128). */
+AVX2 INLINE void ksums(const kdec *k, const kiln_block_q8_k *y, bool signed_levels, bool table, bool mins,
+                       __m256i *lane, __m256i *min) {
     const __m256i lift = _mm256_set1_epi8(64);
     __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
         const __m256i a = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
-        __m256i p = _mm256_maddubs_epi16(signed_levels ? _mm256_add_epi8(k->q[c], lift) : k->q[c], a);
-        if (signed_levels) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(lift, a));
+        __m256i p;
+        if (table) {
+            p = _mm256_maddubs_epi16(_mm256_sign_epi8(k->q[c], k->q[c]), _mm256_sign_epi8(a, k->q[c]));
+        } else {
+            p = _mm256_maddubs_epi16(signed_levels ? _mm256_add_epi8(k->q[c], lift) : k->q[c], a);
+            if (signed_levels) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(lift, a));
+        }
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, chunk_scales(k->sc, c)));
     }
     *lane = acc;
@@ -228,7 +235,8 @@ AVX2 INLINE float k_finish(kiln_combine comb, kiln_korder order, const kacc *s) 
 AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder order, const uint8_t *w,
                             int64_t nb, const kiln_block_q8_k *act, int64_t t0, int nt, float *y, int64_t ldy) {
     const bool signed_levels = comb == KILN_COMB_K || comb == KILN_COMB_IQ2;
-    const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2;
+    const bool table = comb == KILN_COMB_IQ4;
+    const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2 && !table;
     kacc s[GROUP];
     memset(s, 0, sizeof s);
     for (int64_t i = 0; i < nb; i++) {
@@ -237,7 +245,7 @@ AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder
         for (int k = 0; k < nt; k++) {
             const kiln_block_q8_k *a = act + (t0 + k) * nb + i;
             __m256i lane, min;
-            ksums(&dec, a, signed_levels, mins, &lane, &min);
+            ksums(&dec, a, signed_levels, table, mins, &lane, &min);
             if (order == KILN_KORDER_GEMV) gemv_step(&s[k], lane, min, &dec, a->d);
             else vecdot_step(comb, &s[k], lane, min, &dec, a->d);
         }
@@ -258,6 +266,7 @@ KROW(kiln_kdirect_q2_k, KILN_COMB_K_Q2, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_q4_k, KILN_COMB_K_Q4, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_q5_k, KILN_COMB_K_Q5, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_iq2, KILN_COMB_IQ2, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_iq4_xs, KILN_COMB_IQ4, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_q2_k_gemv, KILN_COMB_K_Q2, KILN_KORDER_GEMV)
 KROW(kiln_kdirect_q4_k_gemv, KILN_COMB_K_Q4, KILN_KORDER_GEMV)
 #undef KROW

@@ -711,6 +711,20 @@ static void test_err_pre_tokenizer(void **state) {
     unlink(out);
 }
 
+/* A token id no real vocabulary reaches is refused before anything its
+ * size is allocated (the fuzzer found an id of 2e9 asking for 16 GB), with
+ * the field named. (A huge config vocab_size is caught by the tensor shapes
+ * first, and by cv_tokens_init's limit in any case.) */
+static void test_err_huge_vocab(void **state) {
+    (void)state;
+    const char *dir = make_model(KILN_TM_QWEN2, KILN_ST_BF16, "err-huge-id");
+    json_t *tok = load_json(dir, "tokenizer.json");
+    json_object_set_new(json_object_get(json_object_get(tok, "model"), "vocab"), "huge", json_integer(2000000000));
+    save_json(dir, "tokenizer.json", tok);
+    json_decref(tok);
+    expect_error(dir, (const char *const[]){"tokenizer.json", "model.vocab", "bad id for 'huge'", NULL});
+}
+
 /* An SPM-style tokenizer.json (BPE with byte fallback) is exported as a
  * "llama" vocab the way gguf-py's LlamaHfVocab does: base tokens in id
  * order, all scored -1000, <0xXX> BYTE, the special tokens CONTROL, then
@@ -1010,6 +1024,7 @@ int main(void) {
         cmocka_unit_test(test_err_not_in_index),
         cmocka_unit_test(test_err_dtype),
         cmocka_unit_test(test_err_pre_tokenizer),
+        cmocka_unit_test(test_err_huge_vocab),
         cmocka_unit_test(test_llama_hf_vocab),
         cmocka_unit_test(test_llama_hf_vocab_extra_specials),
         cmocka_unit_test(test_spm_reader),
