@@ -3,7 +3,8 @@
 #   make            build/kiln and build/libkiln.a
 #   make test       every cmocka suite and end-to-end test, one summary line
 #   make check      the same tests under ASan + UBSan (in build-san/)
-#   make bench      benchmarks, with ratios against llama.cpp's figures
+#   make fuzz       every parser under libFuzzer (FUZZ_SECONDS each)
+#   make bench      benchmarks; with LLAMA_CPP=DIR, llama.cpp side by side
 #   make demo       a small model written by kiln, run through every tool
 #   make install PREFIX=/usr/local ; make clean
 

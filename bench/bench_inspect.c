@@ -3,7 +3,8 @@
  *  1. open + `kiln inspect --json` of a synthetic GGUF with 100,000
  *     tensors and 10 MB of metadata (target: under 100 ms);
  *  2. `kiln inspect --stats` throughput in GB/s on the largest fixture
- *     (../shared/golden/gguf/mixtral-f32.gguf), at 1 and 2 threads. */
+ *     (../shared/golden/gguf/mixtral-f32.gguf), at 1 and 2 threads.
+ * kiln's figures alone: llama.cpp has no tool that does either. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

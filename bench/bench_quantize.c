@@ -1,16 +1,12 @@
-/* bench/bench_quantize.c - `make bench` figures for kiln quantize:
- *
- *  1. quantization throughput (MB/s of f32 input) of every type kiln
- *     writes, at 1 and 2 threads, through kiln_quantize_tensor() (the
- *     tool's path: NaN/Inf checks in and out included), on an 11008 x 4096
- *     tensor of 0.02 * Student-t(3) values, as llama.cpp's quant_bench in
- *     ../shared/golden/README.md "Performance (b)"; IQ2_XXS with the
- *     per-column mean of x^2 as imatrix. Slow types run on a prefix of the
- *     rows sized to about a second (every row costs the same), best of 3.
- *  2. whole-model wall time of `kiln quantize` on mixtral-f32 for the four
- *     presets of README "Performance (a)", best of 3, 2 threads.
- * Each figure is printed with its ratio to llama.cpp's. Targets: >= 1.5x
- * for Q8_0, Q4_K and Q2_K, >= 1x for IQ2_XXS. */
+/* bench/bench_quantize.c - kiln's per-type quantization throughput (MB/s
+ * of f32 input) for every type kiln writes, at 1 and 2 threads, through
+ * kiln_quantize_tensor() (the tool's path: NaN/Inf checks in and out
+ * included), on an 11008 x 4096 tensor of 0.02 * Student-t(3) values;
+ * IQ2_XXS with the per-column mean of x^2 as imatrix. Slow types run on a
+ * prefix of the rows sized to about a second (every row costs the same),
+ * best of 3. Run by bench/bench_quantize.sh, which then times whole models
+ * side by side with llama-quantize: llama.cpp's build has no tool that
+ * times one tensor, so this table is kiln's alone. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -26,23 +22,8 @@
 #define ROWS 11008
 #define COLS 4096
 
-/* llama.cpp's figures, README "Performance (b)": MB/s at 1 and 2 threads. */
-static const struct {
-    uint32_t type;
-    double mbs1, mbs2, target;
-} LLAMA[] = {
-    {KILN_Q8_0, 695.1, 973.7, 1.5}, {KILN_Q4_0, 1370.4, 2256.3, 0}, {KILN_Q5_0, 677.1, 1348.7, 0},
-    {KILN_IQ4_NL, 10.5, 19.3, 0},   {KILN_Q2_K, 40.0, 78.3, 1.5},   {KILN_Q3_K, 233.3, 474.8, 0},
-    {KILN_Q4_K, 32.5, 53.2, 1.5},   {KILN_Q5_K, 38.4, 56.4, 0},     {KILN_Q6_K, 83.4, 129.2, 0},
-    {KILN_IQ2_XXS, 7.0, 15.2, 1.0},
-};
-
-/* README "Performance (a)": llama-quantize on mixtral-f32, 2 threads, best of 3. */
-static const struct {
-    const char *preset;
-    bool imatrix;
-    double seconds;
-} MODEL[] = {{"Q8_0", false, 0.044}, {"Q4_K_M", false, 0.459}, {"Q2_K", true, 0.613}, {"IQ2_XXS", true, 2.690}};
+static const uint32_t TYPES[] = {KILN_Q8_0, KILN_Q4_0, KILN_Q5_0, KILN_IQ4_NL, KILN_Q2_K,
+                                 KILN_Q3_K, KILN_Q4_K, KILN_Q5_K, KILN_Q6_K, KILN_IQ2_XXS};
 
 static uint64_t next(uint64_t *s) {
     *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
@@ -114,61 +95,18 @@ static void bench_types(void) {
     for (int64_t r = 0; r < ROWS; r++)
         for (int64_t c = 0; c < COLS; c++) e->in_sum2[c] += x[r * COLS + c] * x[r * COLS + c];
     e->counts[0] = ROWS; /* weights = per-column mean of x^2 */
-    printf("\n%-8s %7s %10s %8s %7s %10s %8s %7s  %s\n", "type", "rows", "1 thr MB/s", "llama", "ratio",
-           "2 thr MB/s", "llama", "ratio", "target");
-    for (size_t i = 0; i < sizeof LLAMA / sizeof *LLAMA; i++) {
-        const kiln_imatrix_entry *w = LLAMA[i].type == KILN_IQ2_XXS ? e : NULL;
+    printf("\n%-8s %7s %10s %10s\n", "type", "rows", "1 thr MB/s", "2 thr MB/s");
+    for (size_t i = 0; i < sizeof TYPES / sizeof *TYPES; i++) {
+        const kiln_imatrix_entry *w = TYPES[i] == KILN_IQ2_XXS ? e : NULL;
         int64_t r1, r2;
-        double m1 = throughput(LLAMA[i].type, 1, x, q, w, &r1);
-        double m2 = throughput(LLAMA[i].type, 2, x, q, w, &r2);
-        double k1 = m1 / LLAMA[i].mbs1, k2 = m2 / LLAMA[i].mbs2;
-        char target[48] = "";
-        if (LLAMA[i].target > 0)
-            snprintf(target, sizeof target, ">= %.1fx: %s", LLAMA[i].target,
-                     k1 >= LLAMA[i].target && k2 >= LLAMA[i].target ? "met" : "MISSED");
-        printf("%-8s %7lld %10.1f %8.1f %6.2fx %10.1f %8.1f %6.2fx  %s\n", kiln_type_name(LLAMA[i].type),
-               (long long)(r1 < r2 ? r1 : r2), m1, LLAMA[i].mbs1, k1, m2, LLAMA[i].mbs2, k2, target);
+        double m1 = throughput(TYPES[i], 1, x, q, w, &r1);
+        double m2 = throughput(TYPES[i], 2, x, q, w, &r2);
+        printf("%-8s %7lld %10.1f %10.1f\n", kiln_type_name(TYPES[i]), (long long)(r1 < r2 ? r1 : r2), m1, m2);
         fflush(stdout);
     }
     kiln_imatrix_free(im);
     free(x);
     free(q);
-}
-
-static void bench_models(void) {
-    const char *kiln = getenv("KILN") ? getenv("KILN") : "build/kiln";
-    const char *shared = getenv("KILN_SHARED") ? getenv("KILN_SHARED") : "../shared";
-    char in[1024], cmd[4096];
-    snprintf(in, sizeof in, "%s/golden/gguf/mixtral-f32.gguf", shared);
-    FILE *f = fopen(in, "rb");
-    if (!f) {
-        printf("\nwhole model: %s missing, skipped\n", in);
-        return;
-    }
-    fclose(f);
-    printf("\nwhole model, kiln quantize -t 2 on mixtral-f32 (17.9 MB), best of 3 (process wall time):\n");
-    printf("%-8s %9s %9s %7s\n", "preset", "kiln s", "llama s", "ratio");
-    for (size_t i = 0; i < sizeof MODEL / sizeof *MODEL; i++) {
-        char im[1100] = "";
-        if (MODEL[i].imatrix) snprintf(im, sizeof im, "--imatrix %s/golden/imatrix/mixtral.imatrix.gguf", shared);
-        snprintf(cmd, sizeof cmd, "%s quantize -q -f -t 2 %s %s /tmp/kiln-bench-quant.gguf %s", kiln, im, in,
-                 MODEL[i].preset);
-        double best = 1e30;
-        for (int r = 0; r < 3; r++) {
-            double t0 = kiln_now();
-            if (system(cmd) != 0) {
-                printf("%-8s failed: %s\n", MODEL[i].preset, cmd);
-                best = -1;
-                break;
-            }
-            double t = kiln_now() - t0;
-            if (t < best) best = t;
-        }
-        if (best > 0)
-            printf("%-8s %9.3f %9.3f %6.2fx\n", MODEL[i].preset, best, MODEL[i].seconds, MODEL[i].seconds / best);
-        fflush(stdout);
-    }
-    remove("/tmp/kiln-bench-quant.gguf");
 }
 
 /* Other work on the machine skews every figure, 2-thread ones most: the
@@ -189,7 +127,6 @@ int main(void) {
     double t0 = kiln_now();
     print_load("before");
     bench_types();
-    bench_models();
     print_load("after");
     printf("bench_quantize: %.0f s in all\n", kiln_now() - t0);
     return 0;

@@ -15,27 +15,25 @@
 # against plain cp; each figure is the best of REPS runs, taken in turns.
 #
 #   KILN_BENCH_SPLICE="LAYERS EXPERTS ROWS REPS" (default "16 64 10 5":
-#   a 520 MB base, a 1.2 GB donor, a 610 MB output)
-BUILD=${KILN_BUILD:-build}
-KILN=${KILN:-$BUILD/kiln}
+#   a 520 MB base, a 1.2 GB donor, a 610 MB output; KILN_BENCH_QUICK=1:
+#   "4 16 4 1"). llama.cpp has no splice tool: the ratio is to cp.
+. "$(dirname "$0")/timed.sh"
 GEN=$BUILD/bench/bench_splice
-shared=${KILN_SHARED:-../shared}
-set -- ${KILN_BENCH_SPLICE:-16 64 10 5}
+shared=$SHARED
+if bench_quick; then set -- ${KILN_BENCH_SPLICE:-4 16 4 1}; else set -- ${KILN_BENCH_SPLICE:-16 64 10 5}; fi
 LAYERS=$1 EXPERTS=$2 ROWS=$3 REPS=$4
 fix="$shared/golden/gguf"
 if [ ! -f "$fix/mixtral-IQ2_XXS.gguf" ] || [ ! -x "$GEN" ] || [ ! -x "$KILN" ]; then
     echo "splice: skipped (needs $fix/mixtral-*.gguf, $GEN and $KILN)"
     exit 0
 fi
-D=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-splice-XXXXXX") || exit 1
-trap 'rm -rf "$D"' EXIT INT TERM
+bench_tmpdir splice
+D=$BENCH_TMP
 
 "$GEN" gen "$fix/mixtral-IQ2_XXS.gguf" "$D/base.gguf" "$LAYERS" "$EXPERTS" "$ROWS" &&
 "$GEN" gen "$fix/mixtral-Q4_K_M.gguf" "$D/donor.gguf" "$LAYERS" "$EXPERTS" "$ROWS" || exit 1
 cat "$D/base.gguf" "$D/donor.gguf" > /dev/null
 last=$((LAYERS - 1))
-
-. "$(dirname "$0")/timed.sh"
 
 best_s=1e9 best_c=1e9 best_cs=1e9 rss=0
 i=0
