@@ -16,6 +16,7 @@
  *    The fixtures' whole-model types, bytes and logits are checked by
  *    tests/e2e/quant_iq4xs.sh. */
 #include "shared.h"
+#include "quant_fixture.h"
 #include "simd_levels.h"
 
 #include "../codec/blocks.h"
@@ -39,26 +40,7 @@ static const src SRCS[] = {{"blk.0.attn_q.weight", 128, 256, true},
                            {"blk.2.ffn_up.weight", 128, 256, true},
                            {"edge", 4, 512, false}};
 
-/* Reads a whole file (path as printf would format it) into a malloc'd
- * buffer; fails the test when absent. */
-static void *load(size_t *len, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void *load(size_t *len, const char *fmt, ...) {
-    char path[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(path, sizeof path, fmt, ap);
-    va_end(ap);
-    void *buf = kiln_test_read_file(path, len);
-    if (!buf) fail_msg("cannot open %s", path);
-    return buf;
-}
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* ggml's hash of its dequantization of (src, imx), from deq.tsv. */
 static uint64_t deq_hash(const char *name, int imx) {
@@ -88,17 +70,17 @@ static void test_codec_vs_ggml(void **state) {
         size_t xlen, wlen;
         float *x, *w;
         if (sr->shared) {
-            x = load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
-            w = load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
+            x = qf_load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
+            w = qf_load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
         } else {
-            x = load(&xlen, VEC "%s.f32", sr->name);
-            w = load(&wlen, VEC "%s.imatrix.f32", sr->name);
+            x = qf_load(&xlen, VEC "%s.f32", sr->name);
+            w = qf_load(&wlen, VEC "%s.imatrix.f32", sr->name);
         }
         assert_int_equal(xlen, (size_t)n * 4);
         assert_int_equal(wlen, (size_t)sr->cols * 4);
         for (int imx = 0; imx < 2; imx++) {
             size_t qlen;
-            uint8_t *ref = load(&qlen, VEC "%s.IQ4_XS%s.q", sr->name, imx ? ".imx" : "");
+            uint8_t *ref = qf_load(&qlen, VEC "%s.IQ4_XS%s.q", sr->name, imx ? ".imx" : "");
             assert_int_equal(qlen, kiln_type_row_bytes(KILN_IQ4_XS, (uint64_t)sr->cols) * (size_t)sr->rows);
             uint8_t *mine = malloc(qlen);
             float *deq = malloc((size_t)n * 4);
@@ -113,7 +95,7 @@ static void test_codec_vs_ggml(void **state) {
                 for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
             }
             assert_int_equal(kiln_dequantize(KILN_IQ4_XS, ref, deq, n, &err), 0);
-            const bool deq_ok = fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, imx);
+            const bool deq_ok = qf_fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, imx);
             printf("# %s %-22s IQ4_XS%-4s bytes differing from ggml: %zu of %zu; dequantization %s\n",
                    kiln_simd_name(lvl), sr->name, imx ? ".imx" : "", diff, qlen, deq_ok ? "identical" : "DIFFERS");
             bad_bytes += diff != 0;
@@ -136,7 +118,7 @@ static void test_codec_vs_ggml(void **state) {
 static void test_edge_cases_present(void **state) {
     (void)state;
     size_t qlen;
-    kiln_block_iq4_xs *b = load(&qlen, VEC "edge.IQ4_XS.imx.q");
+    kiln_block_iq4_xs *b = qf_load(&qlen, VEC "edge.IQ4_XS.imx.q");
     assert_int_equal(qlen, 8 * sizeof *b);
     assert_int_equal(b[0].d, 0x8000);
     assert_int_equal(b[0].scales_h, 0xaaaa); /* every l = 0, stored as 32 */
@@ -152,8 +134,8 @@ enum { NT = 8, NIN = 512, NOUT = 64 };
 static void test_act_q8_k_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     size_t alen, qlen;
-    float *act = load(&alen, VEC "act.f32");
-    uint8_t *ref = load(&qlen, VEC "act.q8_k");
+    float *act = qf_load(&alen, VEC "act.f32");
+    uint8_t *ref = qf_load(&qlen, VEC "act.q8_k");
     assert_int_equal(alen, sizeof(float) * NT * NIN);
     assert_int_equal(qlen, sizeof(kiln_block_q8_k) * NT * NIN / KILN_QK_K);
     kiln_block_q8_k *mine = malloc(qlen);
@@ -173,10 +155,10 @@ static void test_act_q8_k_vs_ggml(void **state) {
 static void test_dot_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     size_t alen, qlen, wlen, dlen;
-    float *act = load(&alen, VEC "act.f32");
-    uint8_t *aq = load(&qlen, VEC "act.q8_k");
-    uint8_t *w = load(&wlen, VEC "blk.1.ffn_down.weight.IQ4_XS.q");
-    float *ref = load(&dlen, VEC "dot.IQ4_XS.f32");
+    float *act = qf_load(&alen, VEC "act.f32");
+    uint8_t *aq = qf_load(&qlen, VEC "act.q8_k");
+    uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.IQ4_XS.q");
+    float *ref = qf_load(&dlen, VEC "dot.IQ4_XS.f32");
     assert_int_equal(dlen, sizeof(float) * NT * NOUT);
     const kiln_qtype *qt = kiln_qtype_get(KILN_IQ4_XS);
     assert_non_null(qt);
@@ -209,36 +191,6 @@ static void test_dot_vs_ggml(void **state) {
 
 /* The preset's rules the 4-layer fixtures cannot reach (llama.cpp's
  * llama_tensor_get_type for LLAMA_FTYPE_MOSTLY_IQ4_XS). */
-static uint32_t plan_type(const char *target, bool imatrix, uint32_t n_layer, uint32_t n_head_kv, uint32_t n_expert,
-                          const char *want, int64_t ne0) {
-    kiln_policy_model m = {"llama", n_layer, 32, n_head_kv, n_expert};
-    char names[64][48];
-    kiln_policy_tensor t[70];
-    kiln_tensor_plan p[70];
-    int n = 0;
-    for (uint32_t i = 0; i < n_layer && n < 60; i++) {
-        snprintf(names[n], 48, "blk.%u.attn_v.weight", i);
-        t[n] = (kiln_policy_tensor){names[n], 2, {4096, 1024, 1, 1}, KILN_F32};
-        n++;
-        snprintf(names[n], 48, "blk.%u.ffn_down.weight", i);
-        t[n] = (kiln_policy_tensor){names[n], 2, {ne0, 4096, 1, 1}, KILN_F32};
-        n++;
-        snprintf(names[n], 48, "blk.%u.attn_output.weight", i);
-        t[n] = (kiln_policy_tensor){names[n], 2, {4096, 4096, 1, 1}, KILN_F32};
-        n++;
-    }
-    t[n++] = (kiln_policy_tensor){"output.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
-    t[n++] = (kiln_policy_tensor){"token_embd.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
-    kiln_policy_opts po = {.output_type = -1, .token_embd_type = -1, .has_imatrix = imatrix};
-    kiln_err err;
-    if (kiln_quant_target_parse(target, &po.target, &err) < 0) fail_msg("%s", err.msg);
-    if (kiln_policy_plan(&m, t, (uint64_t)n, &po, p, &err) < 0) fail_msg("%s", err.msg);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(t[i].name, want)) return p[i].to;
-    fail_msg("%s not planned", want);
-    return 0;
-}
-
 static void test_iq4xs_preset(void **state) {
     (void)state;
     kiln_quant_target tg;
@@ -248,21 +200,21 @@ static void test_iq4xs_preset(void **state) {
     assert_int_equal(tg.type, KILN_IQ4_XS);
     assert_int_equal(tg.ftype, 30);
     /* output Q6_K; attn_v Q5_K with GQA >= 4 (32 / 8), else the base */
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 8, 0, "output.weight", 4096), KILN_Q6_K);
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 8, 0, "token_embd.weight", 4096), KILN_IQ4_XS);
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 8, 0, "blk.5.attn_v.weight", 4096), KILN_Q5_K);
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 16, 0, "blk.5.attn_v.weight", 4096), KILN_IQ4_XS);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 8, 0, "output.weight", 4096), KILN_Q6_K);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 8, 0, "token_embd.weight", 4096), KILN_IQ4_XS);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 8, 0, "blk.5.attn_v.weight", 4096), KILN_Q5_K);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 16, 0, "blk.5.attn_v.weight", 4096), KILN_IQ4_XS);
     /* ffn_down: Q5_K in the first n/8 layers, only without an imatrix */
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_Q5_K);
-    assert_int_equal(plan_type("IQ4_XS", false, 16, 8, 0, "blk.2.ffn_down.weight", 4096), KILN_IQ4_XS);
-    assert_int_equal(plan_type("IQ4_XS", true, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_IQ4_XS);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_Q5_K);
+    assert_int_equal(qf_plan_type("IQ4_XS", false, 16, 8, 0, "blk.2.ffn_down.weight", 4096), KILN_IQ4_XS);
+    assert_int_equal(qf_plan_type("IQ4_XS", true, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_IQ4_XS);
     /* 8 experts: attn_v Q8_0, attn_output Q5_K */
-    assert_int_equal(plan_type("IQ4_XS", true, 16, 8, 8, "blk.3.attn_v.weight", 4096), KILN_Q8_0);
-    assert_int_equal(plan_type("IQ4_XS", true, 16, 8, 8, "blk.3.attn_output.weight", 4096), KILN_Q5_K);
-    assert_int_equal(plan_type("IQ4_XS", true, 16, 8, 0, "blk.3.attn_output.weight", 4096), KILN_IQ4_XS);
+    assert_int_equal(qf_plan_type("IQ4_XS", true, 16, 8, 8, "blk.3.attn_v.weight", 4096), KILN_Q8_0);
+    assert_int_equal(qf_plan_type("IQ4_XS", true, 16, 8, 8, "blk.3.attn_output.weight", 4096), KILN_Q5_K);
+    assert_int_equal(qf_plan_type("IQ4_XS", true, 16, 8, 0, "blk.3.attn_output.weight", 4096), KILN_IQ4_XS);
     /* rows that are not a multiple of 256 fall back to IQ4_NL (llama.cpp) */
     assert_int_equal(kiln_policy_fallback(KILN_IQ4_XS, 96), KILN_IQ4_NL);
-    assert_int_equal(plan_type("IQ4_XS", true, 16, 8, 0, "blk.3.ffn_down.weight", 1376), KILN_IQ4_NL);
+    assert_int_equal(qf_plan_type("IQ4_XS", true, 16, 8, 0, "blk.3.ffn_down.weight", 1376), KILN_IQ4_NL);
     assert_int_equal(kiln_policy_fallback(KILN_IQ4_XS, 100), KILN_F16);
     /* IQ4_XS is a plain type too (--pure) */
     assert_int_equal(kiln_quant_target_parse("iq4_xs", &tg, &err), 0);

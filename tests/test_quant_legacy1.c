@@ -16,6 +16,7 @@
  *    falling back to Q5_1. The fixtures' whole-model types, bytes and
  *    logits are checked by tests/e2e/quant_legacy.sh. */
 #include "shared.h"
+#include "quant_fixture.h"
 #include "simd_levels.h"
 
 #include "../codec/blocks.h"
@@ -37,26 +38,7 @@ static const src SRCS[] = {
     {"blk.0.attn_q.weight", 128, 256}, {"blk.1.ffn_down.weight", 64, 512}, {"blk.2.ffn_up.weight", 128, 256}};
 static const char *const TYPES[] = {"Q4_1", "Q5_1"};
 
-/* Reads a whole file (path as printf would format it) into a malloc'd
- * buffer; fails the test when absent. */
-static void *load(size_t *len, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void *load(size_t *len, const char *fmt, ...) {
-    char path[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(path, sizeof path, fmt, ap);
-    va_end(ap);
-    void *buf = kiln_test_read_file(path, len);
-    if (!buf) fail_msg("cannot open %s", path);
-    return buf;
-}
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* ggml's hash of its dequantization of (src, type, imx), from deq.tsv. */
 static uint64_t deq_hash(const char *name, const char *type, int imx) {
@@ -85,15 +67,15 @@ static void test_codec_vs_ggml(void **state) {
         const src *sr = &SRCS[s];
         const int64_t n = sr->rows * sr->cols;
         size_t xlen, wlen;
-        float *x = load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
-        float *w = load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
+        float *x = qf_load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
+        float *w = qf_load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
         assert_int_equal(xlen, (size_t)n * 4);
         assert_int_equal(wlen, (size_t)sr->cols * 4);
         for (int t = 0; t < 2; t++)
             for (int imx = 0; imx < 2; imx++) {
                 const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
                 size_t qlen;
-                uint8_t *ref = load(&qlen, VEC "%s.%s%s.q", sr->name, TYPES[t], imx ? ".imx" : "");
+                uint8_t *ref = qf_load(&qlen, VEC "%s.%s%s.q", sr->name, TYPES[t], imx ? ".imx" : "");
                 assert_int_equal(qlen, kiln_type_row_bytes(type, (uint64_t)sr->cols) * (size_t)sr->rows);
                 uint8_t *mine = malloc(qlen);
                 float *deq = malloc((size_t)n * 4);
@@ -107,7 +89,7 @@ static void test_codec_vs_ggml(void **state) {
                     for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
                 }
                 assert_int_equal(kiln_dequantize(type, ref, deq, n, &err), 0);
-                const bool deq_ok = fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, TYPES[t], imx);
+                const bool deq_ok = qf_fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, TYPES[t], imx);
                 printf("# %s %-22s %s%-4s bytes differing from ggml: %zu of %zu; dequantization %s\n",
                        kiln_simd_name(lvl), sr->name, TYPES[t], imx ? ".imx" : "", diff, qlen,
                        deq_ok ? "identical" : "DIFFERS");
@@ -129,8 +111,8 @@ enum { NT = 8, NIN = 512, NOUT = 64 };
 static void test_act_q8_1_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     size_t alen, qlen;
-    float *act = load(&alen, VEC "act.f32");
-    uint8_t *ref = load(&qlen, VEC "act.q8_1");
+    float *act = qf_load(&alen, VEC "act.f32");
+    uint8_t *ref = qf_load(&qlen, VEC "act.q8_1");
     assert_int_equal(alen, sizeof(float) * NT * NIN);
     assert_int_equal(qlen, sizeof(kiln_block_q8_1) * NT * NIN / KILN_QK);
     kiln_block_q8_1 *mine = malloc(qlen);
@@ -153,13 +135,13 @@ static void test_dot_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     SKIP_WITHOUT_SHARED(); /* not needed for the data, but the source of the weights */
     size_t alen, qlen;
-    float *act = load(&alen, VEC "act.f32");
-    uint8_t *aq = load(&qlen, VEC "act.q8_1");
+    float *act = qf_load(&alen, VEC "act.f32");
+    uint8_t *aq = qf_load(&qlen, VEC "act.q8_1");
     for (int t = 0; t < 2; t++) {
         const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
         size_t wlen, dlen;
-        uint8_t *w = load(&wlen, VEC "blk.1.ffn_down.weight.%s.q", TYPES[t]);
-        float *ref = load(&dlen, VEC "dot.%s.f32", TYPES[t]);
+        uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.%s.q", TYPES[t]);
+        float *ref = qf_load(&dlen, VEC "dot.%s.f32", TYPES[t]);
         assert_int_equal(dlen, sizeof(float) * NT * NOUT);
         const kiln_qtype *qt = kiln_qtype_get(type);
         assert_non_null(qt);
@@ -192,32 +174,6 @@ static void test_dot_vs_ggml(void **state) {
 }
 
 /* The legacy presets' rules the 4-layer fixtures cannot reach. */
-static uint32_t plan_type(const char *target, bool imatrix, uint32_t n_layer, const char *want, int64_t ne0) {
-    kiln_policy_model m = {"llama", n_layer, 32, 8, 0};
-    char names[64][48];
-    kiln_policy_tensor t[70];
-    kiln_tensor_plan p[70];
-    int n = 0;
-    for (uint32_t i = 0; i < n_layer && n < 60; i++) {
-        snprintf(names[n], 48, "blk.%u.attn_v.weight", i);
-        t[n] = (kiln_policy_tensor){names[n], 2, {4096, 1024, 1, 1}, KILN_F32};
-        n++;
-        snprintf(names[n], 48, "blk.%u.ffn_down.weight", i);
-        t[n] = (kiln_policy_tensor){names[n], 2, {ne0, 4096, 1, 1}, KILN_F32};
-        n++;
-    }
-    t[n++] = (kiln_policy_tensor){"output.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
-    t[n++] = (kiln_policy_tensor){"token_embd.weight", 2, {4096, 32000, 1, 1}, KILN_F32};
-    kiln_policy_opts po = {.output_type = -1, .token_embd_type = -1, .has_imatrix = imatrix};
-    kiln_err err;
-    if (kiln_quant_target_parse(target, &po.target, &err) < 0) fail_msg("%s", err.msg);
-    if (kiln_policy_plan(&m, t, (uint64_t)n, &po, p, &err) < 0) fail_msg("%s", err.msg);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(t[i].name, want)) return p[i].to;
-    fail_msg("%s not planned", want);
-    return 0;
-}
-
 static void test_legacy_presets(void **state) {
     (void)state;
     kiln_quant_target tg;
@@ -232,21 +188,21 @@ static void test_legacy_presets(void **state) {
         assert_int_equal(tg.type, P[i].type);
         assert_int_equal(tg.ftype, P[i].ftype);
         /* llama-quantize: output Q6_K, token_embd and the rest the base */
-        assert_int_equal(plan_type(P[i].name, false, 16, "output.weight", 4096), KILN_Q6_K);
-        assert_int_equal(plan_type(P[i].name, false, 16, "token_embd.weight", 4096), P[i].type);
-        assert_int_equal(plan_type(P[i].name, true, 16, "blk.5.attn_v.weight", 4096), P[i].type);
+        assert_int_equal(qf_plan_type(P[i].name, false, 16, 8, 0, "output.weight", 4096), KILN_Q6_K);
+        assert_int_equal(qf_plan_type(P[i].name, false, 16, 8, 0, "token_embd.weight", 4096), P[i].type);
+        assert_int_equal(qf_plan_type(P[i].name, true, 16, 8, 0, "blk.5.attn_v.weight", 4096), P[i].type);
     }
     /* with an imatrix, Q4_0 / Q5_0 give ffn_down of the first n/8 layers the _1 type */
-    assert_int_equal(plan_type("Q4_0", true, 16, "blk.1.ffn_down.weight", 4096), KILN_Q4_1);
-    assert_int_equal(plan_type("Q4_0", true, 16, "blk.2.ffn_down.weight", 4096), KILN_Q4_0);
-    assert_int_equal(plan_type("Q4_0", false, 16, "blk.1.ffn_down.weight", 4096), KILN_Q4_0);
-    assert_int_equal(plan_type("Q5_0", true, 16, "blk.0.ffn_down.weight", 4096), KILN_Q5_1);
-    assert_int_equal(plan_type("Q5_0", false, 16, "blk.0.ffn_down.weight", 4096), KILN_Q5_0);
-    assert_int_equal(plan_type("Q4_1", true, 16, "blk.0.ffn_down.weight", 4096), KILN_Q4_1);
+    assert_int_equal(qf_plan_type("Q4_0", true, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_Q4_1);
+    assert_int_equal(qf_plan_type("Q4_0", true, 16, 8, 0, "blk.2.ffn_down.weight", 4096), KILN_Q4_0);
+    assert_int_equal(qf_plan_type("Q4_0", false, 16, 8, 0, "blk.1.ffn_down.weight", 4096), KILN_Q4_0);
+    assert_int_equal(qf_plan_type("Q5_0", true, 16, 8, 0, "blk.0.ffn_down.weight", 4096), KILN_Q5_1);
+    assert_int_equal(qf_plan_type("Q5_0", false, 16, 8, 0, "blk.0.ffn_down.weight", 4096), KILN_Q5_0);
+    assert_int_equal(qf_plan_type("Q4_1", true, 16, 8, 0, "blk.0.ffn_down.weight", 4096), KILN_Q4_1);
     /* row lengths: Q5_K falls back to Q5_1 (llama.cpp), output to Q8_0 when
      * its rows do not fit 256 */
     assert_int_equal(kiln_policy_fallback(KILN_Q5_K, 96), KILN_Q5_1);
-    assert_int_equal(plan_type("Q5_K_M", false, 16, "blk.3.ffn_down.weight", 1376), KILN_Q5_1);
+    assert_int_equal(qf_plan_type("Q5_K_M", false, 16, 8, 0, "blk.3.ffn_down.weight", 1376), KILN_Q5_1);
     assert_int_equal(kiln_policy_fallback(KILN_Q5_1, 100), KILN_F16);
     assert_int_equal(kiln_policy_fallback(KILN_Q4_1, 96), KILN_Q4_1);
 }
