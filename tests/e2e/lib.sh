@@ -85,3 +85,36 @@ tokens_agree() {
     done
     return $_tfail
 }
+
+# quant_layout N: $T/N laid out as llama-quantize ran for the golden
+# quantizations (gguf/N-f32.gguf, imatrix/N.imatrix.gguf from ../shared),
+# since the imatrix path is stored in the output as given.
+quant_layout() {
+    _g=$(cd "$shared/golden" && pwd)
+    mkdir -p "$T/$1/gguf" "$T/$1/imatrix"
+    ln -sf "$_g/gguf/$1-f32.gguf" "$T/$1/gguf/$1-f32.gguf"
+    ln -sf "$_g/imatrix/$1.imatrix.gguf" "$T/$1/imatrix/$1.imatrix.gguf"
+}
+
+# preset_agrees FIX N PRESET IMX: in $T/N (quant_layout), kiln's plan for
+# PRESET (with N's imatrix when IMX is "-imx") gives every tensor the type
+# FIX/types.tsv holds for N-PRESET[IMX].gguf, and kiln quantize writes the
+# file whose sha256 FIX/SHA256SUMS holds. Two TAP lines.
+preset_agrees() {
+    _fix=$1 _pn=$2 _q=$3 _imx=$4 _f=$2-$3$4.gguf
+    set --
+    [ -n "$_imx" ] && set -- --imatrix "imatrix/$_pn.imatrix.gguf"
+    (cd "$T/$_pn" && "$KILN" quantize --dry-run --json "$@" "gguf/$_pn-f32.gguf" "$_q") > "$T/plan.json"
+    jq -r --arg f "$_f" '.tensors[] | [$f, .name, .to] | @tsv' "$T/plan.json" | sort > "$T/kiln.types"
+    grep "^$_f	" "$_fix/types.tsv" | sort > "$T/llama.types"
+    if [ -s "$T/llama.types" ] && cmp -s "$T/kiln.types" "$T/llama.types"; then
+        ok "$_f: every tensor's type is llama-quantize's ($(wc -l < "$T/llama.types") tensors)"
+    else
+        bad "$_f: every tensor's type is llama-quantize's" \
+            "$(diff "$T/llama.types" "$T/kiln.types" | head -5 | tr '\n' ' ')"
+    fi
+    (cd "$T/$_pn" && "$KILN" quantize -q "$@" "gguf/$_pn-f32.gguf" "$_f" "$_q") > /dev/null 2> "$T/err"
+    _want=$(grep " $_f\$" "$_fix/SHA256SUMS" | cut -d' ' -f1)
+    _got=$(sha256sum < "$T/$_pn/$_f" | cut -d' ' -f1)
+    check "$_f: byte-identical to llama-quantize's file" test -n "$_want" -a "$_got" = "$_want"
+}
