@@ -12,6 +12,8 @@
 
 #include "../core/types.h"
 #include "../quantize/policy.h"
+#include "../runtime/matmul.h"
+#include "../runtime/vecdot.h"
 
 /* Reads a whole file (path as printf would format it) into a malloc'd
  * buffer; fails the test when absent. */
@@ -66,6 +68,44 @@ static inline uint32_t qf_plan_type(const char *target, bool imatrix, uint32_t n
         if (!strcmp(t[i].name, want)) return p[i].to;
     fail_msg("%s not planned", want);
     return 0;
+}
+
+/* Bytes that differ between a and b (n each). */
+static inline size_t qf_bytes_differ(const void *a, const void *b, size_t n) {
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) diff += ((const uint8_t *)a)[i] != ((const uint8_t *)b)[i];
+    return diff;
+}
+
+/* Products of `type` weights w (n_out rows of n_in) with nt activation rows
+ * against ggml's vec_dot results ref[t * n_out + r]: bad[0] counts the
+ * reference dot on ggml's own activation bytes aq that differ bit for bit,
+ * bad[1] kiln_matmul one token at a time (activations converted by kiln
+ * from act), bad[2] kiln_matmul of all nt tokens at once. */
+static inline void qf_dot_mismatches(uint32_t type, const uint8_t *w, const float *act, const uint8_t *aq,
+                                     const float *ref, int nt, int64_t n_in, int64_t n_out, int64_t bad[3]) {
+    const kiln_qtype *qt = kiln_qtype_get(type);
+    assert_non_null(qt);
+    const size_t wrow = kiln_type_row_bytes(type, n_in);
+    const size_t arow = kiln_type_row_bytes(qt->act_type, n_in);
+    float *y = malloc(sizeof(float) * (size_t)(nt * n_out));
+    assert_non_null(y);
+    bad[0] = bad[1] = bad[2] = 0;
+    for (int t = 0; t < nt; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            const uint8_t *wr = w + r * wrow, *a = aq + t * arow;
+            float v = qt->act_type == KILN_Q8_K
+                          ? kiln_kdot_ref(n_in, wr, qt, KILN_KORDER_VECDOT, (const kiln_block_q8_k *)a)
+                          : qt->dot(n_in, wr, a);
+            bad[0] += memcmp(&v, &ref[t * n_out + r], 4) != 0;
+        }
+    for (int t = 0; t < nt; t++) {
+        assert_int_equal(kiln_matmul(type, w, n_in, n_out, act + t * n_in, 1, y, KILN_NUM_GGML), 0);
+        bad[1] += memcmp(y, ref + t * n_out, sizeof(float) * (size_t)n_out) != 0;
+    }
+    assert_int_equal(kiln_matmul(type, w, n_in, n_out, act, nt, y, KILN_NUM_GGML), 0);
+    for (int64_t i = 0; i < nt * n_out; i++) bad[2] += memcmp(&y[i], &ref[i], 4) != 0;
+    free(y);
 }
 
 #endif

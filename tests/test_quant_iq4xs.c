@@ -140,8 +140,7 @@ static void test_act_q8_k_vs_ggml(void **state) {
     assert_int_equal(qlen, sizeof(kiln_block_q8_k) * NT * NIN / KILN_QK_K);
     kiln_block_q8_k *mine = malloc(qlen);
     for (int t = 0; t < NT; t++) kiln_act_q8_k(act + t * NIN, mine + t * NIN / KILN_QK_K, NIN);
-    size_t diff = 0;
-    for (size_t i = 0; i < qlen; i++) diff += ((uint8_t *)mine)[i] != ref[i];
+    size_t diff = qf_bytes_differ(mine, ref, qlen);
     printf("# %s Q8_K activations: %zu of %zu bytes differ from ggml's\n", kiln_simd_name(lvl), diff, qlen);
     assert_int_equal(diff, 0);
     free(mine);
@@ -160,29 +159,13 @@ static void test_dot_vs_ggml(void **state) {
     uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.IQ4_XS.q");
     float *ref = qf_load(&dlen, VEC "dot.IQ4_XS.f32");
     assert_int_equal(dlen, sizeof(float) * NT * NOUT);
-    const kiln_qtype *qt = kiln_qtype_get(KILN_IQ4_XS);
-    assert_non_null(qt);
-    assert_int_equal(qt->act_type, KILN_Q8_K);
-    const size_t wrow = kiln_type_row_bytes(KILN_IQ4_XS, NIN), arow = sizeof(kiln_block_q8_k) * NIN / KILN_QK_K;
-    float *y = malloc(sizeof(float) * NT * NOUT);
-    int64_t bad_ref = 0, bad_one = 0, bad_all = 0;
-    for (int tok = 0; tok < NT; tok++)
-        for (int r = 0; r < NOUT; r++) {
-            float v = kiln_kdot_ref(NIN, w + r * wrow, qt, KILN_KORDER_VECDOT,
-                                    (const kiln_block_q8_k *)(aq + tok * arow));
-            bad_ref += memcmp(&v, &ref[tok * NOUT + r], 4) != 0;
-        }
-    for (int tok = 0; tok < NT; tok++) {
-        assert_int_equal(kiln_matmul(KILN_IQ4_XS, w, NIN, NOUT, act + tok * NIN, 1, y, KILN_NUM_GGML), 0);
-        bad_one += memcmp(y, ref + tok * NOUT, sizeof(float) * NOUT) != 0;
-    }
-    assert_int_equal(kiln_matmul(KILN_IQ4_XS, w, NIN, NOUT, act, NT, y, KILN_NUM_GGML), 0);
-    for (int i = 0; i < NT * NOUT; i++) bad_all += memcmp(&y[i], &ref[i], 4) != 0;
+    assert_int_equal(kiln_qtype_get(KILN_IQ4_XS)->act_type, KILN_Q8_K);
+    int64_t bad[3];
+    qf_dot_mismatches(KILN_IQ4_XS, w, act, aq, ref, NT, NIN, NOUT, bad);
     printf("# %s IQ4_XS dot products differing from ggml's: reference %lld, matmul 1 token %lld, 8 tokens %lld "
            "(of %d)\n",
-           kiln_simd_name(lvl), (long long)bad_ref, (long long)bad_one, (long long)bad_all, NT * NOUT);
-    assert_int_equal(bad_ref + bad_one + bad_all, 0);
-    free(y);
+           kiln_simd_name(lvl), (long long)bad[0], (long long)bad[1], (long long)bad[2], NT * NOUT);
+    assert_int_equal(bad[0] + bad[1] + bad[2], 0);
     free(ref);
     free(w);
     free(aq);

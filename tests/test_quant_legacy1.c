@@ -117,8 +117,7 @@ static void test_act_q8_1_vs_ggml(void **state) {
     assert_int_equal(qlen, sizeof(kiln_block_q8_1) * NT * NIN / KILN_QK);
     kiln_block_q8_1 *mine = malloc(qlen);
     for (int t = 0; t < NT; t++) kiln_act_q8_1(act + t * NIN, mine + t * NIN / KILN_QK, NIN);
-    size_t diff = 0;
-    for (size_t i = 0; i < qlen; i++) diff += ((uint8_t *)mine)[i] != ref[i];
+    size_t diff = qf_bytes_differ(mine, ref, qlen);
     printf("# %s Q8_1 activations: %zu of %zu bytes differ from ggml's\n", kiln_simd_name(lvl), diff, qlen);
     assert_int_equal(diff, 0);
     /* the test can fail: s is not d * sum of the bytes for a wrong order */
@@ -143,29 +142,13 @@ static void test_dot_vs_ggml(void **state) {
         uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.%s.q", TYPES[t]);
         float *ref = qf_load(&dlen, VEC "dot.%s.f32", TYPES[t]);
         assert_int_equal(dlen, sizeof(float) * NT * NOUT);
-        const kiln_qtype *qt = kiln_qtype_get(type);
-        assert_non_null(qt);
-        assert_int_equal(qt->act_type, KILN_Q8_1);
-        const size_t wrow = kiln_type_row_bytes(type, NIN), arow = sizeof(kiln_block_q8_1) * NIN / KILN_QK;
-        float *y = malloc(sizeof(float) * NT * NOUT);
-        int64_t bad_ref = 0, bad_one = 0, bad_all = 0;
-        for (int tok = 0; tok < NT; tok++)
-            for (int r = 0; r < NOUT; r++) {
-                float v = qt->dot(NIN, w + r * wrow, aq + tok * arow);
-                bad_ref += memcmp(&v, &ref[tok * NOUT + r], 4) != 0;
-            }
-        for (int tok = 0; tok < NT; tok++) {
-            assert_int_equal(kiln_matmul(type, w, NIN, NOUT, act + tok * NIN, 1, y, KILN_NUM_GGML), 0);
-            bad_one += memcmp(y, ref + tok * NOUT, sizeof(float) * NOUT) != 0;
-        }
-        assert_int_equal(kiln_matmul(type, w, NIN, NOUT, act, NT, y, KILN_NUM_GGML), 0);
-        for (int i = 0; i < NT * NOUT; i++) bad_all += memcmp(&y[i], &ref[i], 4) != 0;
+        assert_int_equal(kiln_qtype_get(type)->act_type, KILN_Q8_1);
+        int64_t bad[3];
+        qf_dot_mismatches(type, w, act, aq, ref, NT, NIN, NOUT, bad);
         printf("# %s %s dot products differing from ggml's: reference %lld, matmul 1 token %lld, 8 tokens %lld "
                "(of %d)\n",
-               kiln_simd_name(lvl), TYPES[t], (long long)bad_ref, (long long)bad_one, (long long)bad_all,
-               NT * NOUT);
-        assert_int_equal(bad_ref + bad_one + bad_all, 0);
-        free(y);
+               kiln_simd_name(lvl), TYPES[t], (long long)bad[0], (long long)bad[1], (long long)bad[2], NT * NOUT);
+        assert_int_equal(bad[0] + bad[1] + bad[2], 0);
         free(ref);
         free(w);
     }
