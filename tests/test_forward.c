@@ -687,14 +687,25 @@ static float *eval_prompts_attn(const char *stem, kiln_attention attention, int6
     return out;
 }
 
+/* The models the llama.cpp-attention tests run: a dense f32, another
+ * architecture, and a quantized MoE. */
+static const char *const ATTN_STEMS[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
+
+/* How many of n floats differ bit for bit. */
+static int64_t floats_differ(const float *a, const float *b, int64_t n) {
+    int64_t diff = 0;
+    for (int64_t j = 0; j < n; j++) diff += memcmp(a + j, b + j, sizeof(float)) != 0;
+    return diff;
+}
+
 /* llama.cpp's default attention (F16 cache, flash attention) stays close
  * to the f32 one (test_attention_llamacpp_levels: and gives the same bits
  * at every SIMD level). */
 static void test_attention_llamacpp(void **state) {
     (void)state;
     SKIP_WITHOUT_SHARED();
-    const char *stems[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
-    const size_t n_stems = kiln_test_light() ? 1 : sizeof stems / sizeof stems[0];
+    const char *const *stems = ATTN_STEMS;
+    const size_t n_stems = kiln_test_light() ? 1 : sizeof ATTN_STEMS / sizeof ATTN_STEMS[0];
     for (size_t i = 0; i < n_stems; i++) {
         int64_t n = 0, n2 = 0, nv = 0, hd = 0;
         kiln_simd_set(KILN_SIMD_AVX512);
@@ -708,9 +719,7 @@ static void test_attention_llamacpp(void **state) {
                stems[i], (long long)hd, (long long)s.n, s.sum_kld / (double)s.n, (double)s.same_top / (double)s.n,
                s.max_abs);
         assert_true(s.sum_kld / (double)s.n < 1e-4);
-        int64_t differ_f32 = 0;
-        for (int64_t j = 0; j < n * nv; j++) differ_f32 += memcmp(f32 + j, ref + j, sizeof(float)) != 0;
-        assert_true(differ_f32 > 0); /* the option does something */
+        assert_true(floats_differ(f32, ref, n * nv) > 0); /* the option does something */
         free(f32);
         free(ref);
     }
@@ -722,8 +731,8 @@ static void test_attention_llamacpp(void **state) {
 static void test_attention_llamacpp_levels(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     SKIP_WITHOUT_SHARED();
-    const char *stems[] = {"llama-f32", "qwen2-f32", "mixtral-Q8_0"};
-    const size_t n_stems = kiln_test_light() ? 1 : sizeof stems / sizeof stems[0];
+    const char *const *stems = ATTN_STEMS;
+    const size_t n_stems = kiln_test_light() ? 1 : sizeof ATTN_STEMS / sizeof ATTN_STEMS[0];
     for (size_t i = 0; i < n_stems; i++) {
         int64_t n = 0, n2 = 0, nv = 0, hd = 0;
         kiln_simd_set(KILN_SIMD_SCALAR);
@@ -731,8 +740,7 @@ static void test_attention_llamacpp_levels(void **state) {
         kiln_simd_set(lvl);
         float *got = eval_prompts_attn(stems[i], KILN_ATTN_LLAMACPP, &n2, &nv, &hd);
         assert_int_equal(n, n2);
-        int64_t diff = 0;
-        for (int64_t j = 0; j < n * nv; j++) diff += memcmp(ref + j, got + j, sizeof(float)) != 0;
+        const int64_t diff = floats_differ(ref, got, n * nv);
         printf("# %s llamacpp attention: %s vs scalar: %lld of %lld logits differ\n", stems[i], kiln_simd_name(lvl),
                (long long)diff, (long long)(n * nv));
         free(got);
