@@ -36,6 +36,9 @@ static const kiln_type_info TYPES[KILN_TYPE_COUNT] = {
     [KILN_TQ1_0] = {"TQ1_0", 256, 54},
     [KILN_TQ2_0] = {"TQ2_0", 256, 66},
     [KILN_MXFP4] = {"MXFP4", 32, 17},
+    [KILN_NVFP4] = {"NVFP4", 64, 36},
+    [KILN_Q1_0] = {"Q1_0", 128, 18},
+    [KILN_Q2_0] = {"Q2_0", 64, 18},
 };
 
 const kiln_type_info *kiln_type_get(uint32_t type) {

@@ -46,7 +46,10 @@ enum kiln_type {
     KILN_TQ1_0 = 34,
     KILN_TQ2_0 = 35,
     KILN_MXFP4 = 39,
-    KILN_TYPE_COUNT = 40,
+    KILN_NVFP4 = 40,
+    KILN_Q1_0 = 41,
+    KILN_Q2_0 = 42,
+    KILN_TYPE_COUNT = 43,
 };
 
 typedef struct kiln_type_info {

@@ -61,6 +61,9 @@ static const struct {
     {KILN_Q4_1, 3},  {KILN_Q5_1, 9},
     {KILN_Q8_0, 7},  {KILN_Q2_K, 10},   {KILN_Q3_K, 11},    {KILN_Q4_K, 14},   {KILN_Q5_K, 16},
     {KILN_Q6_K, 18}, {KILN_IQ2_XXS, 19}, {KILN_IQ4_NL, 25}, {KILN_IQ4_XS, 30},
+    {KILN_IQ2_XS, 20}, {KILN_IQ3_XXS, 23}, {KILN_IQ1_S, 24},  {KILN_IQ3_S, 26},   {KILN_IQ2_S, 28},
+    {KILN_IQ1_M, 31},  {KILN_TQ1_0, 36},   {KILN_TQ2_0, 37},  {KILN_MXFP4, 38},   {KILN_NVFP4, 39},
+    {KILN_Q1_0, 40},   {KILN_Q2_0, 41},
 };
 
 int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) {
