@@ -66,7 +66,7 @@ $(DEPS_STAMP): scripts/deps.sh
 deps: $(DEPS_STAMP)
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs libzstd libarchive jansson libpcre2-8 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs libzstd libarchive jansson libpcre2-8 2>/dev/null) -lunistring
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)

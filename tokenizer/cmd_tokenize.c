@@ -6,6 +6,7 @@
 #include "../cli/cli.h"
 #include "../core/escape.h"
 #include "../core/fileio.h"
+#include "hf_normalize.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -37,6 +38,12 @@ static const char *USAGE =
     "                       treat special-token text such as \"<s>\" as plain text\n"
     "      --json           print a JSON array of {\"id\", \"piece\"} objects (of ids\n"
     "                       with --ids)\n"
+    "      --hf-normalize TOKENIZER_JSON\n"
+    "                       first apply the \"normalizer\" of this tokenizer.json\n"
+    "                       (or of the one in this folder), as Hugging Face's\n"
+    "                       tokenizers do: NFC, NFD, NFKC, NFKD, Lowercase,\n"
+    "                       StripAccents, Strip. llama.cpp skips these steps, so\n"
+    "                       by default kiln does too and gives llama.cpp's ids\n"
     "  -h, --help           this help\n";
 
 /* Length of the well-formed UTF-8 sequence at p (at most n bytes), or 0. */
@@ -109,6 +116,18 @@ static int print_json(const kiln_tokenizer *t, const int32_t *ids, size_t n, boo
     return KILN_EXIT_OK;
 }
 
+/* kiln_tokenize, on the text normalized first when a normalizer is given. */
+static int tokenize_text(const kiln_tokenizer *t, const kiln_hf_normalizer *norm, const char *text, size_t len,
+                         bool add_special, bool parse_special, int32_t **ids, size_t *n, kiln_err *err) {
+    if (!norm) return kiln_tokenize(t, text, len, add_special, parse_special, ids, n, err);
+    size_t nlen;
+    char *normalized = kiln_hf_normalize(norm, text, len, &nlen, err);
+    if (!normalized) return -1;
+    int rc = kiln_tokenize(t, normalized, nlen, add_special, parse_special, ids, n, err);
+    free(normalized);
+    return rc;
+}
+
 /* One text of a --batch file: the line itself, or with --jsonl the JSON
  * string it holds (or its object's "text"). Returns a new jansson value
  * holding the text, or NULL with err set. */
@@ -133,8 +152,8 @@ static json_t *batch_text(const char *line, size_t len, bool jsonl, const char *
 
 /* --batch: one tokenization per line, one output line each. Streams the
  * file, so memory stays at one line and its ids. */
-static int tokenize_batch(const kiln_tokenizer *t, const char *file, bool jsonl, bool as_json, bool add_special,
-                          bool parse_special) {
+static int tokenize_batch(const kiln_tokenizer *t, const kiln_hf_normalizer *norm, const char *file, bool jsonl,
+                          bool as_json, bool add_special, bool parse_special) {
     kiln_err err = {{0}};
     FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
     if (!f) {
@@ -153,8 +172,14 @@ static int tokenize_batch(const kiln_tokenizer *t, const char *file, bool jsonl,
         json_t *text = batch_text(line, len, jsonl, file, line_no, &err);
         int32_t *ids = NULL;
         size_t n = 0;
-        if (!text || kiln_tokenize(t, json_string_value(text), json_string_length(text), add_special, parse_special,
-                                   &ids, &n, &err) < 0) {
+        if (!text || tokenize_text(t, norm, json_string_value(text), json_string_length(text), add_special,
+                                   parse_special, &ids, &n, &err) < 0) {
+            if (text) { /* say which line of the batch */
+                char field[48], why[sizeof err.msg];
+                snprintf(field, sizeof field, "line %llu", (unsigned long long)line_no);
+                snprintf(why, sizeof why, "%s", err.msg);
+                kiln_fail(&err, file, field, -1, "%s", why);
+            }
             rc = kiln_cli_fail(&err);
         } else {
             if (as_json) putchar('[');
@@ -179,9 +204,10 @@ int kiln_cmd_tokenize(int argc, char **argv) {
         {"ids", no_argument, 0, 'i'},          {"no-bos", no_argument, 0, 'b'},
         {"no-parse-special", no_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
         {"batch", required_argument, 0, 'B'},  {"jsonl", no_argument, 0, 'J'},
+        {"hf-normalize", required_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
-    const char *prompt = NULL, *file = NULL, *batch = NULL;
+    const char *prompt = NULL, *file = NULL, *batch = NULL, *normalizer = NULL;
     bool ids_only = false, add_special = true, parse_special = true, as_json = false, jsonl = false;
     int c;
     optind = 1;
@@ -195,6 +221,7 @@ int kiln_cmd_tokenize(int argc, char **argv) {
         case 'j': as_json = true; break;
         case 'B': batch = optarg; break;
         case 'J': jsonl = true; break;
+        case 'N': normalizer = optarg; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
         default: return kiln_cli_usage_error("tokenize", "unknown option");
         }
@@ -205,17 +232,22 @@ int kiln_cmd_tokenize(int argc, char **argv) {
     if (jsonl && !batch) return kiln_cli_usage_error("tokenize", "--jsonl needs --batch");
 
     kiln_err err = {{0}};
+    kiln_hf_normalizer *norm = NULL;
+    if (normalizer && !(norm = kiln_hf_normalizer_load(normalizer, &err))) return kiln_cli_fail(&err);
     size_t len = prompt ? strlen(prompt) : 0;
     char *text = file ? kiln_read_text(file, &len, &err) : NULL;
-    if (file && !text) return kiln_cli_fail(&err);
+    if (file && !text) {
+        kiln_hf_normalizer_free(norm);
+        return kiln_cli_fail(&err);
+    }
     kiln_gguf *g = kiln_gguf_open(argv[optind], &err);
     kiln_tokenizer *t = g ? kiln_tokenizer_load(g, &err) : NULL;
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = KILN_EXIT_OK;
     if (t && batch) {
-        rc = tokenize_batch(t, batch, jsonl, as_json, add_special, parse_special);
-    } else if (!t || kiln_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n, &err) < 0) {
+        rc = tokenize_batch(t, norm, batch, jsonl, as_json, add_special, parse_special);
+    } else if (!t || tokenize_text(t, norm, prompt ? prompt : text, len, add_special, parse_special, &ids, &n, &err) < 0) {
         rc = kiln_cli_fail(&err);
     } else if (as_json) {
         rc = print_json(t, ids, n, ids_only);
@@ -237,5 +269,6 @@ int kiln_cmd_tokenize(int argc, char **argv) {
     free(text);
     kiln_tokenizer_free(t);
     kiln_gguf_close(g);
+    kiln_hf_normalizer_free(norm);
     return rc;
 }
