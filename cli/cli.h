@@ -39,4 +39,38 @@ bool kiln_parse_size(const char *s, uint64_t *out);
 bool kiln_parse_u64(const char *s, uint64_t *out);
 bool kiln_parse_double(const char *s, double *out);
 
+/* --max-memory SIZE, --layer-major and --scratch-dir DIR: how `kiln
+ * imatrix` and `kiln perplexity` run a model larger than memory (all
+ * chunks through one layer before the next: runtime/layer_major.h). */
+typedef struct kiln_cli_memory {
+    bool layer_major;
+    uint64_t max_memory;     /* 0: no cap */
+    const char *scratch_dir; /* NULL: $TMPDIR or /tmp */
+} kiln_cli_memory;
+
+enum { KILN_OPT_MAX_MEMORY = 0x4d00, KILN_OPT_LAYER_MAJOR, KILN_OPT_SCRATCH_DIR };
+#define KILN_CLI_MEMORY_OPTIONS                                                                      \
+    {"max-memory", required_argument, 0, KILN_OPT_MAX_MEMORY},                                       \
+        {"layer-major", no_argument, 0, KILN_OPT_LAYER_MAJOR},                                       \
+        {"scratch-dir", required_argument, 0, KILN_OPT_SCRATCH_DIR}
+#define KILN_CLI_MEMORY_HELP                                                                          \
+    "      --max-memory SIZE  keep at most about SIZE resident (800M, 4G, 8Gi): the\n"                \
+    "                         chunks go through the model layer by layer, all of\n"                   \
+    "                         them through layer L before layer L+1, so each weight\n"                \
+    "                         is read once; activations spill to a scratch file\n"                    \
+    "                         when they do not fit. Chosen by itself (capped at the\n"                \
+    "                         memory available) when the model is larger than that.\n"                \
+    "                         The same numbers, bit for bit\n"                                         \
+    "      --layer-major      that order, without a cap\n"                                            \
+    "      --scratch-dir DIR  where activations spill (default $TMPDIR, else /tmp)\n"
+
+/* Takes getopt's value opt: 1 when it was one of these options, 0 when
+ * not, -1 after a usage error (the caller returns KILN_EXIT_USAGE). */
+int kiln_cli_memory_opt(kiln_cli_memory *mm, int opt, const char *arg, const char *cmd);
+
+/* With neither option given, goes layer by layer, capped at the memory
+ * available, when model_bytes would not fit in it (saying so on stderr
+ * unless quiet). */
+void kiln_cli_memory_decide(kiln_cli_memory *mm, uint64_t model_bytes, const char *cmd, bool quiet);
+
 #endif

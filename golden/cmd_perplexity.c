@@ -3,6 +3,7 @@
  * divergence tables), or everything as JSON. */
 #include "../cli/cli.h"
 #include "../core/fileio.h"
+#include "../runtime/layer_major.h"
 #include "golden_file.h"
 #include "perplexity.h"
 
@@ -38,6 +39,7 @@ static const char *USAGE =
     "                           a TEXT given too must be the one BASE was made from)\n"
     "      --force              overwrite an existing --save-logits file\n"
     "      --json               print every figure as one JSON object\n"
+    KILN_CLI_MEMORY_HELP
     "  -q, --quiet              no running estimate\n"
     "  -h, --help               this help\n"
     "\n"
@@ -47,6 +49,7 @@ typedef struct opts {
     const char *model, *text, *save, *base;
     uint64_t n_ctx, n_batch, n_chunks, threads;
     bool ctx_given, exact, f16, force, json, quiet;
+    kiln_cli_memory mem;
 } opts;
 
 enum { O_CHUNKS = 256, O_EXACT, O_SAVE, O_F16, O_KLD, O_FORCE, O_JSON };
@@ -59,6 +62,7 @@ static int parse(int argc, char **argv, opts *o) {
         {"save-logits", required_argument, 0, O_SAVE}, {"logits-f16", no_argument, 0, O_F16},
         {"kl-divergence", required_argument, 0, O_KLD}, {"force", no_argument, 0, O_FORCE},
         {"json", no_argument, 0, O_JSON},        {"quiet", no_argument, 0, 'q'},
+        KILN_CLI_MEMORY_OPTIONS,
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     *o = (opts){.n_ctx = 512, .n_batch = 2048};
@@ -92,6 +96,9 @@ static int parse(int argc, char **argv, opts *o) {
         case O_JSON: o->json = true; break;
         case 'q': o->quiet = true; break;
         case 'h': fputs(USAGE, stdout); return -1;
+        case KILN_OPT_MAX_MEMORY: case KILN_OPT_LAYER_MAJOR: case KILN_OPT_SCRATCH_DIR:
+            if (kiln_cli_memory_opt(&o->mem, c, optarg, "perplexity") < 0) return KILN_EXIT_USAGE;
+            break;
         default: return kiln_cli_usage_error("perplexity", "unknown option");
         }
     }
@@ -211,7 +218,12 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         free(text);
         return kiln_cli_fail(&err);
     }
+    kiln_cli_memory mem = o.mem;
+    kiln_cli_memory_decide(&mem, kiln_model_weight_bytes(m), "perplexity", o.quiet || o.json);
     kiln_ppl_params p = {
+        .layer_major = mem.layer_major,
+        .max_memory = mem.max_memory,
+        .scratch_dir = mem.scratch_dir,
         .n_ctx = o.base && !o.ctx_given ? 0 : (int64_t)o.n_ctx,
         .n_batch = (int64_t)o.n_batch,
         .n_chunks = (int64_t)o.n_chunks,

@@ -9,6 +9,7 @@
 
 #include "../core/progress.h"
 #include "../core/xxh64.h"
+#include "../runtime/layer_major.h"
 #include "fingerprint.h"
 #include "logits_file.h"
 
@@ -42,6 +43,11 @@ typedef struct run {
     double t0;
 } run;
 
+/* llama-perplexity's defaults: F16 KV cache, flash attention */
+static kiln_ctx_params ctx_params(const kiln_ppl_params *p, int64_t n_ctx) {
+    return (kiln_ctx_params){.n_ctx = n_ctx, .mode = p->mode, .attention = KILN_ATTN_LLAMACPP};
+}
+
 static int run_init(run *R, const kiln_model *m, const kiln_ppl_params *p, int64_t n_ctx, kiln_err *err) {
     memset(R, 0, sizeof *R);
     R->m = m;
@@ -51,14 +57,16 @@ static int run_init(run *R, const kiln_model *m, const kiln_ppl_params *p, int64
     R->n_batch = p->n_batch > 0 && p->n_batch < n_ctx ? p->n_batch : n_ctx;
     R->first = n_ctx / 2;
     R->n_score = n_ctx - 1 - R->first;
-    kiln_ctx_params cp = {.n_ctx = n_ctx, .mode = p->mode, .attention = KILN_ATTN_LLAMACPP}; /* llama-perplexity defaults: F16 KV, flash attention */
+    R->nll = malloc((size_t)R->n_score * sizeof *R->nll);
+    R->cmp = malloc((size_t)R->n_score * sizeof *R->cmp);
+    if (!R->nll || !R->cmp) return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    R->t0 = kiln_now();
+    if (p->layer_major) return 0; /* kiln_eval_layer_major brings its own */
+    kiln_ctx_params cp = ctx_params(p, n_ctx);
     R->ctx = kiln_ctx_new(m, &cp, err);
     if (!R->ctx) return -1;
     R->logits = malloc((size_t)n_ctx * R->n_vocab * sizeof *R->logits);
-    R->nll = malloc((size_t)R->n_score * sizeof *R->nll);
-    R->cmp = malloc((size_t)R->n_score * sizeof *R->cmp);
-    if (!R->logits || !R->nll || !R->cmp) return kiln_fail(err, NULL, NULL, -1, "out of memory");
-    R->t0 = kiln_now();
+    if (!R->logits) return kiln_fail(err, NULL, NULL, -1, "out of memory");
     return 0;
 }
 
@@ -84,8 +92,8 @@ static int eval_chunk(run *R, const int32_t *ids, kiln_err *err) {
 /* Scores the second half of the chunk just evaluated; with base rows,
  * compares them too. Sums run in position order, so results do not
  * depend on the thread count. */
-static int score_chunk(run *R, const int32_t *ids, const float *base, kiln_err *err) {
-    const float *rows = R->logits + R->first * R->n_vocab;
+static int score_chunk(run *R, const int32_t *ids, const float *logits, const float *base, kiln_err *err) {
+    const float *rows = logits + R->first * R->n_vocab;
     const int32_t *next = ids + R->first + 1;
     if (base) {
         kiln_compare_rows(base, rows, R->n_score, R->n_vocab, next, R->cmp);
@@ -124,6 +132,34 @@ static void finish(run *R, int64_t n_chunks, kiln_ppl_result *r) {
     r->ppl_err = var > 0 && R->count > 1 ? r->ppl * sqrt(var / (R->count - 1)) : NAN;
 }
 
+/* Everything after a text-mode chunk's logits: score, save, report. */
+typedef struct text_chunks {
+    run *R;
+    const int32_t *ids;      /* all chunks' tokens, BOS in place */
+    kiln_lgf_writer *save;
+    int64_t n_chunks;
+} text_chunks;
+
+static int text_chunk_done(void *user, int64_t c, const float *logits, kiln_err *err) {
+    text_chunks *t = user;
+    run *R = t->R;
+    const int32_t *ids = t->ids + c * R->n_ctx;
+    if (score_chunk(R, ids, logits, NULL, err)) return -1;
+    if (t->save && kiln_lgf_put(t->save, ids, (uint32_t)R->n_ctx, (uint32_t)R->first, (uint32_t)R->n_score,
+                                logits + R->first * R->n_vocab, err))
+        return -1;
+    report_chunk(R, c + 1, t->n_chunks, false);
+    return 0;
+}
+
+/* The chunks all together, layer by layer (see runtime/layer_major.h). */
+static int eval_layer_major(run *R, const int32_t *ids, int64_t n_chunks,
+                            int (*done)(void *, int64_t, const float *, kiln_err *), void *user, kiln_err *err) {
+    kiln_lm_params lp = {.ctx = ctx_params(R->p, R->n_ctx), .n_batch = R->n_batch, .max_memory = R->p->max_memory,
+                         .scratch_dir = R->p->scratch_dir, .on_logits = done, .user = user};
+    return kiln_eval_layer_major(R->m, &lp, ids, n_chunks, NULL, err);
+}
+
 static int text_mode(const kiln_model *m, const char *text, size_t len, const kiln_ppl_params *p,
                      kiln_ppl_result *r, kiln_err *err) {
     int32_t *tokens = NULL;
@@ -144,7 +180,12 @@ static int text_mode(const kiln_model *m, const char *text, size_t len, const ki
 
     run R;
     kiln_lgf_writer *save = NULL;
-    int32_t *ids = malloc((size_t)n_ctx * sizeof *ids);
+    /* every chunk's tokens, the first replaced by BOS as llama-perplexity does */
+    int32_t *ids = malloc((size_t)(n_chunks * n_ctx) * sizeof *ids);
+    for (int64_t c = 0; ids && c < n_chunks; c++) {
+        memcpy(ids + c * n_ctx, tokens + c * n_ctx, (size_t)n_ctx * sizeof *ids);
+        if (r->add_bos && bos >= 0) ids[c * n_ctx] = bos;
+    }
     int rc = ids ? run_init(&R, m, p, n_ctx, err) : kiln_fail(err, NULL, NULL, -1, "out of memory");
     if (!rc && p->save_path) {
         char hash[17];
@@ -164,15 +205,10 @@ static int text_mode(const kiln_model *m, const char *text, size_t len, const ki
             rc = -1;
         json_decref(h.meta);
     }
-    for (int64_t c = 0; !rc && c < n_chunks; c++) {
-        memcpy(ids, tokens + c * n_ctx, (size_t)n_ctx * sizeof *ids);
-        if (r->add_bos && bos >= 0) ids[0] = bos;
-        rc = eval_chunk(&R, ids, err) || score_chunk(&R, ids, NULL, err);
-        if (!rc && save)
-            rc = kiln_lgf_put(save, ids, (uint32_t)n_ctx, (uint32_t)R.first, (uint32_t)R.n_score,
-                              R.logits + R.first * R.n_vocab, err);
-        if (!rc) report_chunk(&R, c + 1, n_chunks, false);
-    }
+    text_chunks tc = {&R, ids, save, n_chunks};
+    if (!rc && p->layer_major) rc = eval_layer_major(&R, ids, n_chunks, text_chunk_done, &tc, err);
+    for (int64_t c = 0; !rc && !p->layer_major && c < n_chunks; c++)
+        rc = eval_chunk(&R, ids + c * n_ctx, err) || text_chunk_done(&tc, c, R.logits, err);
     if (!rc) finish(&R, n_chunks, r);
     if (save) {
         if (rc) kiln_lgf_abort(save);
@@ -221,6 +257,58 @@ static int64_t check_base(const kiln_model *m, const char *text, size_t len, con
     return n_ctx;
 }
 
+/* A base file's next record, checked against the run's shape. */
+static int next_record(kiln_lgf_reader *rd, const run *R, const char *path, int64_t c, kiln_lgf_record *rec,
+                       kiln_err *err) {
+    if (kiln_lgf_next(rd, rec, err) <= 0) return -1;
+    if (rec->n_ids != R->n_ctx || rec->row0 != R->first || rec->n_rows != R->n_score)
+        return kiln_fail(err, path, "record", -1, "chunk %lld has %u tokens and rows %u+%u; expected %lld and %lld+%lld",
+                         (long long)c, rec->n_ids, rec->row0, rec->n_rows, (long long)R->n_ctx, (long long)R->first,
+                         (long long)R->n_score);
+    return 0;
+}
+
+/* KLD mode, layer by layer: the base is read twice, once for the chunks'
+ * tokens (needed before the first layer) and once, record by record, for
+ * the base logits as each chunk's own come out. */
+typedef struct kld_chunks {
+    run *R;
+    kiln_lgf_reader *rd;
+    const char *path;
+    int64_t n_chunks;
+} kld_chunks;
+
+static int kld_chunk_done(void *user, int64_t c, const float *logits, kiln_err *err) {
+    kld_chunks *k = user;
+    kiln_lgf_record rec;
+    if (next_record(k->rd, k->R, k->path, c, &rec, err) || score_chunk(k->R, rec.ids, logits, rec.rows, err))
+        return -1;
+    report_chunk(k->R, c + 1, k->n_chunks, true);
+    return 0;
+}
+
+static int kld_layer_major(run *R, kiln_lgf_reader *rd, int64_t n_chunks, kiln_err *err) {
+    const char *path = R->p->base_path;
+    int32_t *ids = malloc((size_t)(n_chunks * R->n_ctx) * sizeof *ids + 1);
+    if (!ids) return kiln_fail(err, path, NULL, -1, "out of memory for the chunks' tokens");
+    int rc = 0;
+    for (int64_t c = 0; !rc && c < n_chunks; c++) {
+        kiln_lgf_record rec;
+        rc = next_record(rd, R, path, c, &rec, err);
+        if (!rc) memcpy(ids + c * R->n_ctx, rec.ids, (size_t)R->n_ctx * sizeof *ids);
+    }
+    kiln_lgf_header h2;
+    kld_chunks k = {R, rc ? NULL : kiln_lgf_open(path, &h2, err), path, n_chunks};
+    if (!rc && !k.rd) rc = -1;
+    if (!rc) rc = eval_layer_major(R, ids, n_chunks, kld_chunk_done, &k, err);
+    if (k.rd) {
+        kiln_lgf_close(k.rd);
+        kiln_lgf_header_free(&h2);
+    }
+    free(ids);
+    return rc;
+}
+
 static int kld_mode(const kiln_model *m, const char *text, size_t len, const kiln_ppl_params *p,
                     kiln_ppl_result *r, kiln_err *err) {
     kiln_lgf_header h;
@@ -232,21 +320,11 @@ static int kld_mode(const kiln_model *m, const char *text, size_t len, const kil
     int64_t n_chunks = h.n_records;
     if (p->n_chunks > 0 && p->n_chunks < n_chunks) n_chunks = p->n_chunks;
     if (!rc && n_chunks == 0) rc = kiln_fail(err, p->base_path, "n_records", 20, "holds no chunks");
-    for (int64_t c = 0; !rc && c < n_chunks; c++) {
+    if (!rc && p->layer_major) rc = kld_layer_major(&R, rd, n_chunks, err);
+    for (int64_t c = 0; !rc && !p->layer_major && c < n_chunks; c++) {
         kiln_lgf_record rec;
-        int got = kiln_lgf_next(rd, &rec, err);
-        if (got <= 0) {
-            rc = -1;
-            break;
-        }
-        if (rec.n_ids != n_ctx || rec.row0 != R.first || rec.n_rows != R.n_score) {
-            rc = kiln_fail(err, p->base_path, "record", -1,
-                           "chunk %lld has %u tokens and rows %u+%u; expected %lld and %lld+%lld", (long long)c,
-                           rec.n_ids, rec.row0, rec.n_rows, (long long)n_ctx, (long long)R.first,
-                           (long long)R.n_score);
-            break;
-        }
-        rc = eval_chunk(&R, rec.ids, err) || score_chunk(&R, rec.ids, rec.rows, err);
+        rc = next_record(rd, &R, p->base_path, c, &rec, err) || eval_chunk(&R, rec.ids, err) ||
+             score_chunk(&R, rec.ids, R.logits, rec.rows, err);
         if (!rc) report_chunk(&R, c + 1, n_chunks, true);
     }
     /* a complete run also proves the file intact to its last byte */

@@ -43,6 +43,10 @@ typedef struct kiln_ppl_params {
     const char *save_path;          /* write a KLD base file (text mode only) */
     bool save_f16, force;
     const char *base_path;          /* KLD mode: chunks and base logits from this file */
+    bool layer_major;               /* all chunks through each layer in turn (runtime/layer_major.h):
+                                     * each weight read once, for models larger than memory */
+    uint64_t max_memory;            /* its cap (0: none) */
+    const char *scratch_dir;        /* where its activations spill */
     void (*on_chunk)(void *user, const kiln_ppl_progress *p);
     void *user;
 } kiln_ppl_params;

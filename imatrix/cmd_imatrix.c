@@ -7,6 +7,7 @@
 #include "../cli/cli.h"
 #include "../core/fileio.h"
 #include "../core/progress.h"
+#include "../runtime/layer_major.h"
 #include "../runtime/model.h"
 #include "calib.h"
 #include "chunks.h"
@@ -56,6 +57,7 @@ static const char *USAGE =
     "                         share of columns without data, expert coverage\n"
     "      --json             the statistics as JSON\n"
     "      --no-ppl           skip the running perplexity (no logits are computed)\n"
+    KILN_CLI_MEMORY_HELP
     "other:\n"
     "  -t, --threads N        threads (default: all cores)\n"
     "      --mode M           ggml (default: llama.cpp's numbers) or exact\n"
@@ -71,6 +73,7 @@ typedef struct opts {
     int threads;
     bool process_output, with_sum, parse_special, force, resume, show_stats, json, no_ppl, quiet;
     bool ctx_given;
+    kiln_cli_memory mem;
     kiln_numeric_mode mode;
 } opts;
 
@@ -104,6 +107,7 @@ static int parse(int argc, char **argv, opts *o) {
         {"json", no_argument, 0, O_JSON},           {"no-ppl", no_argument, 0, O_NOPPL},
         {"threads", required_argument, 0, 't'},     {"mode", required_argument, 0, O_MODE},
         {"model", required_argument, 0, 'm'},       {"quiet", no_argument, 0, 'q'},
+        KILN_CLI_MEMORY_OPTIONS,
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
     };
     *o = (opts){.out = "imatrix.gguf", .format = NULL, .n_ctx = 512};
@@ -154,6 +158,9 @@ static int parse(int argc, char **argv, opts *o) {
         case O_NOPPL: o->no_ppl = true; break;
         case 'q': o->quiet = true; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
+        case KILN_OPT_MAX_MEMORY: case KILN_OPT_LAYER_MAJOR: case KILN_OPT_SCRATCH_DIR:
+            if (kiln_cli_memory_opt(&o->mem, c, optarg, "imatrix") < 0) return KILN_EXIT_USAGE;
+            break;
         default: return kiln_cli_usage_error("imatrix", "unknown option");
         }
     }
@@ -301,7 +308,19 @@ static int collect(const opts *o) {
         if (o->resume && !exists(j.ckpt))
             fprintf(stderr, "kiln imatrix: no checkpoint %s: starting from the first chunk\n", j.ckpt);
     }
+    /* A model larger than the memory left would be read from disk once
+     * per chunk: go layer by layer instead, within what is available. */
+    kiln_cli_memory mem = o->mem;
+    if (rc == 0) kiln_cli_memory_decide(&mem, kiln_model_weight_bytes(j.m), "imatrix", o->quiet);
+    if (rc == 0 && mem.layer_major && o->save_every) {
+        kiln_fail(&err, NULL, "--save-frequency", -1, "a layer-major pass (--max-memory, --layer-major) "
+                  "finishes all chunks together and writes no checkpoints");
+        rc = -1;
+    }
     kiln_imx_run_params rp = {
+        .layer_major = mem.layer_major,
+        .max_memory = mem.max_memory,
+        .scratch_dir = mem.scratch_dir,
         .process_output = o->process_output,
         .with_sum = o->with_sum,
         .compute_ppl = !o->no_ppl,

@@ -4,6 +4,7 @@
 #include "run.h"
 
 #include "../core/progress.h"
+#include "../runtime/layer_major.h"
 #include "checkpoint.h"
 #include "collect.h"
 #include "ppl.h"
@@ -150,12 +151,74 @@ static int evaluate(run_state *s, const kiln_model *m, const kiln_imx_tokens *tk
     return rc;
 }
 
+/* The layer-major pass: every remaining chunk at once (see run.h). */
+typedef struct lm_state {
+    run_state *s;
+    const kiln_imx_tokens *tk;
+    int64_t n_vocab;
+    int64_t first;       /* chunk of sequence 0 */
+    kiln_progress bar;
+    char label[32];
+} lm_state;
+
+static void lm_on_seq(void *user, int64_t seq) {
+    lm_state *l = user;
+    l->s->col.chunk = l->first + seq;
+}
+
+static int lm_on_logits(void *user, int64_t seq, const float *logits, kiln_err *err) {
+    (void)err;
+    lm_state *l = user;
+    const int64_t n_ctx = l->tk->n_ctx;
+    kiln_imx_ppl_add(&l->s->ppl, logits, l->tk->ids + (l->first + seq) * n_ctx, n_ctx, l->n_vocab);
+    return 0;
+}
+
+static void lm_on_layer(void *user, int64_t layer, int64_t n_layer) {
+    (void)layer, (void)n_layer;
+    lm_state *l = user;
+    kiln_progress_add(&l->bar, 1);
+}
+
+static int evaluate_layer_major(run_state *s, const kiln_model *m, const kiln_imx_tokens *tk,
+                                const kiln_imx_run_params *p, kiln_imx_run_result *r, kiln_err *err) {
+    if (p->save_every || p->stop_after > 0)
+        return kiln_fail(err, NULL, NULL, -1, "a layer-major pass (--max-memory) finishes all chunks together: "
+                         "it cannot checkpoint every N chunks or stop after some");
+    lm_state l = {.s = s, .tk = tk, .n_vocab = m->hp.n_vocab, .first = s->ck.chunks_done};
+    const int64_t n_seqs = tk->n_chunks - l.first;
+    int32_t *ids = malloc((size_t)(n_seqs * tk->n_ctx) * sizeof *ids + 1);
+    if (!ids) return kiln_fail(err, NULL, NULL, -1, "out of memory for the chunks' tokens");
+    for (int64_t c = 0; c < n_seqs; c++) kiln_imx_chunk(tk, l.first + c, ids + c * tk->n_ctx);
+    kiln_lm_params lp = {
+        .ctx = {.n_ctx = tk->n_ctx, .mode = p->mode, .hook = kiln_imx_hook, .hook_user = &s->col,
+                .hook_output = p->process_output, .attention = KILN_ATTN_LLAMACPP_ONE_CHUNK},
+        .max_memory = p->max_memory, .scratch_dir = p->scratch_dir,
+        .on_seq = lm_on_seq, .on_logits = p->compute_ppl ? lm_on_logits : NULL, .on_layer = lm_on_layer, .user = &l,
+    };
+    kiln_progress_start(&l.bar, "imatrix (by layer)", (uint64_t)m->hp.n_layer, "layers");
+    double t0 = kiln_now();
+    int rc = kiln_eval_layer_major(m, &lp, ids, n_seqs, NULL, err);
+    r->seconds = kiln_now() - t0;
+    kiln_progress_end(&l.bar);
+    free(ids);
+    if (rc == 0 && s->col.failed) {
+        *err = s->col.err;
+        rc = -1;
+    }
+    if (rc < 0) return -1;
+    s->ck.chunks_done = tk->n_chunks;
+    r->tokens += n_seqs * tk->n_ctx;
+    if (p->on_chunk) p->on_chunk(p->user, tk->n_chunks, tk->n_chunks, kiln_imx_ppl_value(&s->ppl));
+    return 0;
+}
+
 int kiln_imx_run(const kiln_model *m, const kiln_imx_tokens *tk, const kiln_imx_run_params *p,
                  kiln_imx_run_result *r, kiln_err *err) {
     memset(r, 0, sizeof *r);
     run_state s = {0};
     int rc = start_state(&s, m, tk, p, r, err);
-    if (rc == 0) rc = evaluate(&s, m, tk, p, r, err);
+    if (rc == 0) rc = p->layer_major ? evaluate_layer_major(&s, m, tk, p, r, err) : evaluate(&s, m, tk, p, r, err);
     r->chunks_done = s.ck.chunks_done;
     r->ppl = kiln_imx_ppl_value(&s.ppl);
     r->ppl_err = kiln_imx_ppl_error(&s.ppl);

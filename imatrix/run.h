@@ -35,6 +35,13 @@ typedef struct kiln_imx_run_params {
     int64_t stop_after;        /* > 0: stop after this many new chunks, as a
                                   kill would, leaving only the checkpoint */
     const kiln_imatrix *start; /* statistics to add to (--in-file), counts in tokens */
+    /* Layer-major evaluation (runtime/layer_major.h): all chunks through
+     * layer 0, then layer 1, ..., each weight read once, for models larger
+     * than memory. Same statistics, bit for bit. It can resume from a
+     * checkpoint but writes none (save_every and stop_after are refused). */
+    bool layer_major;
+    uint64_t max_memory;       /* cap for layer-major (0: none) */
+    const char *scratch_dir;   /* where its activations spill (NULL: $TMPDIR) */
     const char *const *datasets; /* names recorded in the output */
     uint64_t n_datasets;
     /* Called after every chunk with chunks done (of the text), the chunk

@@ -141,7 +141,7 @@ static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor
     }
 }
 
-static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     const kiln_layer *L = &c->m->layers[il];
     const int64_t d = hp->n_embd;
@@ -157,18 +157,28 @@ static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     return 0;
 }
 
-/* Evaluates n <= n_batch tokens at positions n_past.. and advances n_past. */
-static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
-    const kiln_model *m = c->m;
+void kiln_fwd_embed(kiln_ctx *c, const int32_t *tokens, int64_t n) {
     embed(c, tokens, n);
+}
+
+void kiln_fwd_positions(kiln_ctx *c, int64_t n) {
     for (int64_t t = 0; t < n && c->rope.n_rot > 0; t++)
         kiln_rope_angles(&c->rope, c->n_past + t, c->rope_cs + t * c->rope.n_rot);
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
-        if (block(c, il, n, err) < 0) return -1;
-    if (logits || (c->p.hook && c->p.hook_output)) {
-        norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
-        if (kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err) < 0) return -1;
-    }
+}
+
+int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
+    const kiln_model *m = c->m;
+    if (!logits && !(c->p.hook && c->p.hook_output)) return 0;
+    norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
+    return kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err);
+}
+
+static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
+    kiln_fwd_embed(c, tokens, n);
+    kiln_fwd_positions(c, n);
+    for (int64_t il = 0; il < c->m->hp.n_layer; il++)
+        if (kiln_fwd_block(c, il, n, err) < 0) return -1;
+    if (kiln_fwd_head(c, n, logits, err) < 0) return -1;
     c->n_past += n;
     return 0;
 }

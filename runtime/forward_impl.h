@@ -47,6 +47,11 @@ struct kiln_ctx {
     float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
 };
 
+void kiln_fwd_embed(kiln_ctx *c, const int32_t *tokens, int64_t n);
+void kiln_fwd_positions(kiln_ctx *c, int64_t n);
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err);
+
 /* y = W x for n rows of x, W a weight of the model (expert >= 0: that
  * expert's slab of a 3-D tensor), in the context's numeric mode. Calls
  * the hook with x first when one is set (for the output tensor only with
