@@ -17,5 +17,7 @@ typedef uint16_t kiln_half; /* IEEE fp16 bits; see core/fp16.h */
 #include "blocks_legacy.h"
 #include "blocks_k.h"
 #include "blocks_iq.h"
+#include "blocks_tq.h"
+#include "blocks_fp4.h"
 
 #endif

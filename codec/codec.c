@@ -28,10 +28,27 @@ static const kiln_codec CODECS[KILN_TYPE_COUNT] = {
     [KILN_Q4_K] = {KILN_Q4_K, kiln_dequantize_row_q4_k, kiln_quantize_q4_k, false},
     [KILN_Q5_K] = {KILN_Q5_K, kiln_dequantize_row_q5_k, kiln_quantize_q5_k, false},
     [KILN_Q6_K] = {KILN_Q6_K, kiln_dequantize_row_q6_k, kiln_quantize_q6_k, false},
-    /* @codecs-iq2: IQ2_XXS */
+    /* @codecs-iq2: IQ2_XXS IQ2_XS IQ2_S (ggml refuses IQ2_XS without an imatrix, not IQ2_S;
+     * llama-quantize asks for it for both, outside token_embd and output: quantize/policy.c) */
     [KILN_IQ2_XXS] = {KILN_IQ2_XXS, kiln_dequantize_row_iq2_xxs, kiln_quantize_iq2_xxs, true},
+    [KILN_IQ2_XS] = {KILN_IQ2_XS, kiln_dequantize_row_iq2_xs, kiln_quantize_iq2_xs, true},
+    [KILN_IQ2_S] = {KILN_IQ2_S, kiln_dequantize_row_iq2_s, kiln_quantize_iq2_s, false},
     /* @codecs-iq4: IQ4_XS */
     [KILN_IQ4_XS] = {KILN_IQ4_XS, kiln_dequantize_row_iq4_xs, kiln_quantize_iq4_xs, false},
+    /* @codecs-iq3: IQ3_XXS IQ3_S (ggml accepts both without an imatrix) */
+    [KILN_IQ3_XXS] = {KILN_IQ3_XXS, kiln_dequantize_row_iq3_xxs, kiln_quantize_iq3_xxs, false},
+    [KILN_IQ3_S] = {KILN_IQ3_S, kiln_dequantize_row_iq3_s, kiln_quantize_iq3_s, false},
+    /* @codecs-iq1: IQ1_S IQ1_M (ggml requires the imatrix for IQ1_S only;
+     * llama-quantize asks for it for both, outside token_embd and output:
+     * quantize/policy.c) */
+    [KILN_IQ1_S] = {KILN_IQ1_S, kiln_dequantize_row_iq1_s, kiln_quantize_iq1_s, true},
+    [KILN_IQ1_M] = {KILN_IQ1_M, kiln_dequantize_row_iq1_m, kiln_quantize_iq1_m, false},
+    /* @codecs-tq: TQ1_0 TQ2_0 MXFP4 Q1_0 Q2_0 (no search: ggml ignores an imatrix) */
+    [KILN_TQ1_0] = {KILN_TQ1_0, kiln_dequantize_row_tq1_0, kiln_quantize_tq1_0, false},
+    [KILN_TQ2_0] = {KILN_TQ2_0, kiln_dequantize_row_tq2_0, kiln_quantize_tq2_0, false},
+    [KILN_MXFP4] = {KILN_MXFP4, kiln_dequantize_row_mxfp4, kiln_quantize_mxfp4, false},
+    [KILN_Q1_0] = {KILN_Q1_0, kiln_dequantize_row_q1_0, kiln_quantize_q1_0, false},
+    [KILN_Q2_0] = {KILN_Q2_0, kiln_dequantize_row_q2_0, kiln_quantize_q2_0, false},
 };
 
 /* Index of the first NaN or infinity in x[0..n), or -1. An element is
@@ -113,6 +130,7 @@ size_t kiln_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nr
      * quantizes it (while it is in cache), and the first bad element in
      * row order is reported. */
     int64_t first_bad = INT64_MAX;
+    bool short_write = false; /* a codec that wrote less than asked: out of memory for its tables */
     #pragma omp parallel for schedule(dynamic, 1) if (nchunks > 1)
     for (int64_t ci = 0; ci < nchunks; ci++) {
         int64_t r0 = ci * chunk;
@@ -124,7 +142,14 @@ size_t kiln_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nr
             if (r0 * n_per_row + bad < first_bad) first_bad = r0 * n_per_row + bad;
             continue;
         }
-        c->quantize(x, (uint8_t *)dst + (size_t)r0 * row_bytes, nr, n_per_row, imatrix);
+        if (c->quantize(x, (uint8_t *)dst + (size_t)r0 * row_bytes, nr, n_per_row, imatrix) != row_bytes * (size_t)nr) {
+            #pragma omp atomic write
+            short_write = true;
+        }
+    }
+    if (short_write) {
+        kiln_fail(err, NULL, NULL, -1, "%s quantization failed: out of memory for its search tables", ti->name);
+        return 0;
     }
     if (first_bad != INT64_MAX) {
         kiln_fail(err, NULL, NULL, -1, "row %lld column %lld is %s; refusing to quantize",

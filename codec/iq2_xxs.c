@@ -1,6 +1,6 @@
 /* codec/iq2_xxs.c - the IQ2_XXS codec (2.0625 bits per weight).
  *
- * Block layout: quantize/blocks_iq.h. Codebooks: quantize/iq2_tables.h.
+ * Block layout: blocks_iq.h. Codebooks: iq2_tables.h.
  *
  * Dequantizing is a table lookup; every product is exact in fp32, so the
  * AVX2 / AVX-512 paths equal the scalar one (and llama.cpp) trivially.
@@ -13,9 +13,9 @@
  * scales each round every 8 magnitudes to the nearest point of the
  * 3-level lattice and, when that point is not one of the 256 grid entries,
  * scan its precomputed neighbours for the best weighted fit; the best
- * scale is then refitted once. The neighbour scan is the hot loop. Its
- * SIMD versions compare 8 or 16 candidates at once, each lane summing its
- * 8 terms in the scalar order, so they pick exactly the scalar entry.
+ * scale is then refitted once. The steps it shares with IQ2_XS and IQ2_S
+ * are in iq2_search.c; the sign split and the neighbour scan (the hot
+ * loop, with SIMD versions), shared with IQ3 too, in grid_search.c.
  *
  * kiln_quantize_iq2_xxs (the codec's default) runs that search and kiln's
  * full-grid search (iq2_xxs_fit.c) on every row and keeps, block by block,
@@ -23,6 +23,7 @@
  * its plain error above ggml's. So it is never worse than llama.cpp on
  * either measure, row by row, and usually 5-15% better. */
 #include "blocks.h"
+#include "iq2_search.h"
 #include "iq2_tables.h"
 #include "iq2_xxs_fit.h"
 #include "quants.h"
@@ -106,148 +107,12 @@ void kiln_dequantize_row_iq2_xxs(const void *src, float *dst, int64_t n) {
     KILN_SIMD_PICK(dequant)(src, dst, n / KILN_QK_K);
 }
 
-/* ---- neighbour scan ----------------------------------------------------- */
-
-/* Returns the grid index of the list entry minimising
- *   sum_i w[i] * (scale * q_i - x[i])^2
- * (first entry on ties, as ggml's strict '<' scan), summed in i order. A
- * list where every distance overflows yields its first entry. */
-typedef int (*nbr_fn)(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
-                      const float *w, float scale);
-
-static int nbr_scalar(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x,
-                      const float *w, float scale) {
-    const uint8_t *q = s->q + 8 * (size_t)li->start;
-    float best = FLT_MAX;
-    int bj = 0;
-    for (int j = 0; j < li->n; j++) {
-        float d2 = 0;
-        for (int i = 0; i < 8; i++) {
-            float diff = scale * (float)q[i * li->npad + j] - x[i];
-            d2 += w[i] * diff * diff;
-        }
-        if (d2 < best) {
-            best = d2;
-            bj = j;
-        }
-    }
-    return s->idx[li->start + bj];
-}
-
-#ifdef KILN_X86
-/* nbr_scalar's d2 for the list entries j.. in the lanes of d2 (vector type
- * V, intrinsics prefix P; LOAD reads one level of as many entries), summed
- * in the scalar order. Both SIMD widths share it; they differ in how a
- * lane keeps its minimum and how the lanes are merged. */
-#define NBR_D2(V, P, LOAD, d2)                                                                \
-    V d2 = P##_setzero_ps();                                                                  \
-    for (int i = 0; i < 8; i++) {                                                             \
-        V qf = P##_cvtepi32_ps(P##_cvtepu8_epi32(LOAD((const __m128i *)(q + i * li->npad + j)))); \
-        V diff = P##_sub_ps(P##_mul_ps(sc, qf), P##_set1_ps(x[i]));                           \
-        d2 = P##_add_ps(d2, P##_mul_ps(P##_mul_ps(P##_set1_ps(w[i]), diff), diff));           \
-    }
-
-KILN_AVX2 static int
-nbr_avx2(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
-         float scale) {
-    const uint8_t *q = s->q + 8 * (size_t)li->start;
-    const __m256 sc = _mm256_set1_ps(scale);
-    __m256 best = _mm256_set1_ps(FLT_MAX);
-    __m256i bidx = _mm256_setzero_si256();
-    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i n = _mm256_set1_epi32(li->n);
-    for (int j = 0; j < li->n; j += 8) {
-        NBR_D2(__m256, _mm256, _mm_loadl_epi64, d2)
-        __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-        lt = _mm256_and_ps(lt, _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane)));
-        best = _mm256_blendv_ps(best, d2, lt);
-        bidx = _mm256_blendv_epi8(bidx, lane, _mm256_castps_si256(lt));
-        lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
-    }
-    float bv[8];
-    int32_t bi[8];
-    _mm256_storeu_ps(bv, best);
-    _mm256_storeu_si256((__m256i *)bi, bidx);
-    float m = bv[0];
-    int bj = bi[0];
-    for (int k = 1; k < 8; k++)
-        if (bv[k] < m || (bv[k] == m && bi[k] < bj)) {
-            m = bv[k];
-            bj = bi[k];
-        }
-    return s->idx[li->start + bj];
-}
-
-KILN_AVX512 static int
-nbr_avx512(const kiln_iq2xxs_search *s, const kiln_iq2_list *li, const float *x, const float *w,
-           float scale) {
-    const uint8_t *q = s->q + 8 * (size_t)li->start;
-    const __m512 sc = _mm512_set1_ps(scale);
-    __m512 best = _mm512_set1_ps(FLT_MAX);
-    __m512i bidx = _mm512_setzero_si512();
-    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i n = _mm512_set1_epi32(li->n);
-    for (int j = 0; j < li->n; j += 16) {
-        NBR_D2(__m512, _mm512, _mm_loadu_si128, d2)
-        __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ) & _mm512_cmpgt_epi32_mask(n, lane);
-        best = _mm512_mask_mov_ps(best, lt, d2);
-        bidx = _mm512_mask_mov_epi32(bidx, lt, lane);
-        lane = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
-    }
-    float m = _mm512_reduce_min_ps(best);
-    __mmask16 at = _mm512_cmp_ps_mask(best, _mm512_set1_ps(m), _CMP_EQ_OQ);
-    int bj = _mm512_mask_reduce_min_epi32(at, bidx);
-    if (!at) bj = 0; /* every lane NaN: cannot happen with finite distances */
-    return s->idx[li->start + bj];
-}
-#endif
-
 /* ---- the ggml-compatible search ----------------------------------------- */
-
-typedef struct search_ctx {
-    const kiln_iq2xxs_search *s;
-    nbr_fn nbr;
-} search_ctx;
-
-/* Rounds 8 magnitudes at inverse scale `id` to lattice levels 0..2 and, if
- * that point is off the grid, moves to its best neighbour at `scale`.
- * Writes the levels to L and returns the grid index. */
-static int to_grid(const search_ctx *c, const float *xval, const float *waux, float id,
-                   float scale, int8_t *L) {
-    uint32_t key = 0;
-    for (int i = 0; i < 8; i++) {
-        int l = kiln_nearest_int(0.5f * (id * xval[i] - 1));
-        l = l < 0 ? 0 : l > 2 ? 2 : l;
-        L[i] = (int8_t)l;
-        key |= (uint32_t)l << 2 * i;
-    }
-    int g = c->s->map[key];
-    if (g < 0) {
-        g = c->nbr(c->s, &c->s->lists[-g - 1], xval, waux, scale);
-        uint64_t p = kiln_iq2xxs_grid_odd[g];
-        for (int i = 0; i < 8; i++) L[i] = (int8_t)((((p >> 8 * i) & 0xff) - 1) / 2);
-    }
-    return g;
-}
-
-/* Weighted fit of xval by scale * (2L+1): sums in ggml's order. */
-static void lattice_sums(const float *xval, const float *weight, const int8_t *L, float *sumqx,
-                     float *sumq2) {
-    float sx = 0, s2 = 0;
-    for (int i = 0; i < 32; i++) {
-        float w = weight[i];
-        float q = (float)(2 * L[i] + 1);
-        sx += w * xval[i] * q;
-        s2 += w * q * q;
-    }
-    *sumqx = sx;
-    *sumq2 = s2;
-}
 
 /* One group of 32: chooses grid points (written to gidx[4]) and returns the
  * group's scale (>= 0), flipping `signs` if the fit came out negative and
  * clearing them when the group is stored as zero. */
-static float search_group(const search_ctx *c, const float *xval, const float *weight,
+static float search_group(const kiln_iq2_ctx *c, const float *xval, const float *weight,
                           const float *waux, uint8_t gidx[4], uint8_t signs[4]) {
     int8_t L[32], Laux[32];
     uint8_t Lqp[32];
@@ -265,9 +130,10 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
     for (int is = -6; is <= 6; ++is) {
         float id = (5 + is * 0.1f) / eff_max;
         float this_scale = 1 / id;
-        for (int k = 0; k < 4; k++) to_grid(c, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k);
+        for (int k = 0; k < 4; k++)
+            kiln_iq2_to_grid(c, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k, NULL);
         float sumqx, sumq2;
-        lattice_sums(xval, weight, Laux, &sumqx, &sumq2);
+        kiln_grid_lattice_sums(32, xval, weight, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -277,9 +143,10 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
     }
     if (scale > 0) {
         float id = 1 / scale;
-        for (int k = 0; k < 4; k++) gidx[k] = (uint8_t)to_grid(c, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k);
+        for (int k = 0; k < 4; k++)
+            gidx[k] = (uint8_t)kiln_iq2_to_grid(c, xval + 8 * k, waux + 8 * k, id, scale, L + 8 * k, NULL);
         float sumqx, sumq2;
-        lattice_sums(xval, weight, L, &sumqx, &sumq2);
+        kiln_grid_lattice_sums(32, xval, weight, L, &sumqx, &sumq2);
         if (sumq2 > 0) scale = sumqx / sumq2;
         have = 1;
     } else if (have) {
@@ -302,43 +169,9 @@ static float search_group(const search_ctx *c, const float *xval, const float *w
     return scale;
 }
 
-/* Splits a group's signs off: xval = |x|, except that a group of 8 with an
- * odd count of negatives keeps its least important weight negative (only
- * 7 sign bits are stored; the eighth is implied by parity). */
-static void split_signs(const float *xb, const float *weight, float *xval, uint8_t signs[4]) {
-    for (int k = 0; k < 4; k++) {
-        int nflip = 0;
-        uint8_t s = 0;
-        for (int i = 0; i < 8; i++) {
-            float v = xb[8 * k + i];
-            if (v >= 0) {
-                xval[8 * k + i] = v;
-            } else {
-                xval[8 * k + i] = -v;
-                ++nflip;
-                s |= (uint8_t)(1 << i);
-            }
-        }
-        if (nflip % 2) {
-            int imin = 0;
-            float min = weight[8 * k] * xb[8 * k] * xb[8 * k];
-            for (int i = 1; i < 8; i++) {
-                float ax = weight[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                if (ax < min) {
-                    min = ax;
-                    imin = i;
-                }
-            }
-            xval[8 * k + imin] = -xval[8 * k + imin];
-            s ^= (uint8_t)(1 << imin);
-        }
-        signs[k] = s & 127;
-    }
-}
-
-/* One block (a kiln_block_quantizer; ctx is the search_ctx). */
+/* One block (a kiln_block_quantizer; ctx is the kiln_iq2_ctx). */
 static void quantize_block(const float *xbl, const float *qw, void *dst, const void *ctx) {
-    const search_ctx *c = ctx;
+    const kiln_iq2_ctx *c = ctx;
     kiln_block_iq2_xxs *y = dst;
     float scales[KILN_QK_K / 32];
     uint32_t q2[KILN_QK_K / 16];
@@ -354,7 +187,7 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
         kiln_importance_weights(32, xb, qw ? qw + 32 * ib : NULL, sigma2, weight);
         for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
         uint8_t signs[4], gidx[4];
-        split_signs(xb, weight, xval, signs);
+        kiln_grid_split_signs(4, xb, weight, xval, signs);
         float scale = search_group(c, xval, weight, waux, gidx, signs);
         for (int k = 0; k < 4; k++) {
             q2[2 * ib] |= (uint32_t)gidx[k] << 8 * k;
@@ -385,8 +218,8 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
  * (out of memory). imatrix NULL means unit weights. */
 size_t kiln_quantize_iq2_xxs_ggml(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *imatrix) {
-    search_ctx c = {kiln_iq2xxs_search_tables(), KILN_SIMD_PICK(nbr)};
-    if (!c.s) { /* out of memory building the map: nothing sensible to write */
+    kiln_iq2_ctx c;
+    if (kiln_iq2_ctx_init(&c, KILN_IQ2_GRID_XXS)) { /* out of memory building the map: nothing sensible to write */
         memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq2_xxs));
         return 0;
     }

@@ -56,7 +56,9 @@ typedef void (*best4_fn)(const float (*q2)[NG], const float (*qx2)[NG], float S,
 struct kiln_iq2xxs_fit {
     float q2[32][NG];  /* per group of 8: sum w G^2 */
     float qx2[32][NG]; /* per group of 8: 2 sum w G a, less the sign-flip cost */
-    const kiln_iq2xxs_search *s;
+    /* Decoded coordinate i of every grid entry g, as floats, coordinate-
+     * major: the kernels score 8 or 16 entries per instruction from it. */
+    float dec[8][NG];
     build_fn build;
     best4_fn best4;
 };
@@ -207,11 +209,10 @@ best4_avx512(const float (*q2)[NG], const float (*qx2)[NG], float S, float v[4],
 /* ---- scratch ------------------------------------------------------------ */
 
 kiln_iq2xxs_fit *kiln_iq2xxs_fit_new(void) {
-    const kiln_iq2xxs_search *s = kiln_iq2xxs_search_tables();
-    if (!s) return NULL;
     kiln_iq2xxs_fit *f = malloc(sizeof *f);
     if (!f) return NULL;
-    f->s = s;
+    for (int g = 0; g < NG; g++)
+        for (int i = 0; i < 8; i++) f->dec[i][g] = (float)(uint8_t)(kiln_iq2xxs_grid[g] >> 8 * i);
     f->build = KILN_SIMD_PICK(build);
     f->best4 = KILN_SIMD_PICK(best4);
     return f;
@@ -295,7 +296,7 @@ void kiln_iq2xxs_fit_block(kiln_iq2xxs_fit *f, const float *x, const float *w,
     for (int k = 0; k < 32; k++) {
         int neg = 0;
         for (int i = 0; i < 8; i++) neg += x[8 * k + i] < 0;
-        f->build((const float(*)[NG])f->s->dec, a + 8 * k, w + 8 * k, neg & 1, f->q2[k], f->qx2[k]);
+        f->build((const float(*)[NG])f->dec, a + 8 * k, w + 8 * k, neg & 1, f->q2[k], f->qx2[k]);
     }
 
     float gs[8], gmax[8], smax = 0;
@@ -356,7 +357,7 @@ void kiln_iq2xxs_fit_block(kiln_iq2xxs_fit *f, const float *x, const float *w,
                 float mn = FLT_MAX;
                 int im = 0;
                 for (int i = 0; i < 8; i++) {
-                    float p = w[o + i] * f->s->dec[i][g[k]] * a[o + i];
+                    float p = w[o + i] * f->dec[i][g[k]] * a[o + i];
                     if (p < mn) {
                         mn = p;
                         im = i;

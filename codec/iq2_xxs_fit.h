@@ -17,12 +17,11 @@
 
 #include "blocks.h"
 
-/* Per-thread scratch (64 KiB of score tables). */
+/* Per-thread scratch (72 KiB of score tables and the decoded grid). */
 typedef struct kiln_iq2xxs_fit kiln_iq2xxs_fit;
 
-/* Returns scratch for kiln_iq2xxs_fit_block, or NULL when out of memory
- * (or when the grid tables could not be built). Free with
- * kiln_iq2xxs_fit_free (NULL is fine). */
+/* Returns scratch for kiln_iq2xxs_fit_block, or NULL when out of memory.
+ * Free with kiln_iq2xxs_fit_free (NULL is fine). */
 kiln_iq2xxs_fit *kiln_iq2xxs_fit_new(void);
 void kiln_iq2xxs_fit_free(kiln_iq2xxs_fit *f);
 

@@ -34,6 +34,8 @@ KILN_QUANT_FNS(q4_1)
 KILN_QUANT_FNS(q5_1)
 KILN_QUANT_FNS(iq4_nl)
 KILN_QUANT_FNS(iq4_xs)
+KILN_QUANT_FNS(iq3_xxs)
+KILN_QUANT_FNS(iq3_s)
 KILN_QUANT_FNS(q2_k)
 KILN_QUANT_FNS(q3_k)
 KILN_QUANT_FNS(q4_k)
@@ -41,6 +43,15 @@ KILN_QUANT_FNS(q5_k)
 KILN_QUANT_FNS(q6_k)
 KILN_QUANT_FNS(q8_k)
 KILN_QUANT_FNS(iq2_xxs)
+KILN_QUANT_FNS(iq2_xs) /* kiln_quantize_iq2_xs needs the imatrix, as ggml's */
+KILN_QUANT_FNS(iq2_s)
+KILN_QUANT_FNS(iq1_s) /* kiln_quantize_iq1_s needs the imatrix, as ggml's */
+KILN_QUANT_FNS(iq1_m)
+KILN_QUANT_FNS(tq1_0)
+KILN_QUANT_FNS(tq2_0)
+KILN_QUANT_FNS(mxfp4)
+KILN_QUANT_FNS(q1_0)
+KILN_QUANT_FNS(q2_0)
 size_t kiln_quantize_iq2_xxs_ggml(const float *, void *, int64_t, int64_t, const float *); /* llama.cpp's bytes */
 
 /* kiln's own Q2_K imatrix search (q2_k.c): ggml's blocks, each replaced

@@ -19,21 +19,22 @@
 static const char *USAGE =
     "usage: kiln quantize IN OUT PRESET|TYPE [options]\n"
     "       kiln quantize --dry-run IN [OUT] PRESET|TYPE [options]\n"
+    "       kiln quantize --list-types [--json]\n"
     "\n"
     "Quantizes a model. IN is a GGUF (any shard of a split model reads all of\n"
     "it) or a Hugging Face model (directory, HF cache folder or archive), which\n"
     "is converted and quantized in one pass, as kiln convert + kiln quantize.\n"
-    "PRESET is one of llama.cpp's mixes, with the per-tensor types\n"
-    "llama-quantize chooses: Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_M Q2_K IQ2_XXS\n"
-    "IQ4_XS Q5_1 Q5_0 Q4_1 Q4_0.\n"
-    "A plain TYPE (f32 f16 bf16 q8_0 q5_1 q5_0 q4_1 q4_0 iq4_nl iq4_xs q6_k q5_k\n"
-    "q4_k q3_k q2_k iq2_xxs) gives every quantizable weight that type; norms and\n"
-    "1-D tensors keep theirs (Q8_0, Q6_K, Q5_1, Q5_0, Q4_1, Q4_0, IQ4_XS and\n"
-    "Q2_K name presets: add --pure for one type).\n"
+    "PRESET is any of llama-quantize's: its name (Q4_K_M, IQ3_M, Q2_K_S, COPY,\n"
+    "...; Q3_K, Q4_K and Q5_K are its aliases of the _M mixes) or its ftype\n"
+    "number (15), with the per-tensor types llama-quantize chooses;\n"
+    "'kiln quantize --list-types' prints every preset and type. Norms and 1-D\n"
+    "tensors keep their type; --pure gives every other weight the base type.\n"
+    "A type no preset is named after (MXFP4, NVFP4) gives every weight that type.\n"
     "Tensors are written by layer, then name, as llama-quantize writes them.\n"
     "\n"
     "  --imatrix FILE              importance matrix, llama.cpp GGUF or legacy .dat\n"
-    "                              (IQ2_XXS needs one)\n"
+    "                              (the IQ1/IQ2 presets, IQ3_XXS, IQ3_XS and\n"
+    "                              Q2_K_S need one: see --list-types)\n"
     "  --tensor-type REGEX=TYPE    tensors whose name matches REGEX get TYPE\n"
     "                              (repeatable; the first matching one wins)\n"
     "  --output-tensor-type TYPE   type of output.weight\n"
@@ -48,12 +49,15 @@ static const char *USAGE =
     "  --dry-run                   print the plan (tensor, from, to, bytes) and\n"
     "                              totals; write nothing\n"
     "  --json                      print the plan or summary as JSON (kiln.quantize/1)\n"
+    "  --list-types                every type and preset: bits per weight, whether\n"
+    "                              it needs an imatrix, block layout (Markdown;\n"
+    "                              with --json, kiln.quantize-types/1)\n"
     "  -t, --threads N             threads (default: all cores)\n"
     "  -q, --quiet                 no progress bar and no summary\n"
     "  -f, --force                 overwrite an existing output\n"
     "  -h, --help                  this help\n";
 
-enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON };
+enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON, O_LIST };
 
 static const char *reason(const kiln_quant_tensor *q, const kiln_quant_opts *o, char *buf, size_t cap) {
     const kiln_tensor_plan *p = &q->plan;
@@ -246,6 +250,88 @@ static void json_report(const kiln_quant_report *r, const kiln_quant_opts *o) {
     kiln_jw_finish(&w);
 }
 
+/* ---- --list-types: one table from the type table (core/types.c), the
+ * policy's imatrix rule and the preset table, so help and README cannot
+ * drift from what the quantizer does ------------------------------------ */
+
+/* Integer tensors and ggml's activation-only formats are no weight type. */
+static bool is_weight_type(uint32_t t) {
+    return kiln_type_get(t) && t != KILN_I8 && t != KILN_I16 && t != KILN_I32 && t != KILN_I64 &&
+           t != KILN_F64 && t != KILN_Q8_1 && t != KILN_Q8_K;
+}
+
+/* "yes", "no", or "in Q2_K_S" for a type only one preset's mix refuses
+ * without an imatrix. */
+static const char *type_needs_imatrix(uint32_t t, char *buf, size_t cap) {
+    if (kiln_policy_type_needs_imatrix(t, NULL)) return "yes";
+    for (const kiln_preset *const *p = kiln_presets; *p; p++)
+        if (kiln_policy_type_needs_imatrix(t, *p)) {
+            snprintf(buf, cap, "in %s", (*p)->name);
+            return buf;
+        }
+    return "no";
+}
+
+static void list_types_markdown(void) {
+    char buf[64];
+    printf("| type | bits per weight | needs imatrix | block |\n|---|---|---|---|\n");
+    for (uint32_t t = 0; t < KILN_TYPE_COUNT; t++) {
+        if (!is_weight_type(t)) continue;
+        const kiln_type_info *ti = kiln_type_get(t);
+        printf("| %s | %.5g | %s | %u weight%s in %u bytes |\n", ti->name, kiln_type_bpw(t),
+               type_needs_imatrix(t, buf, sizeof buf), ti->block_size, ti->block_size > 1 ? "s" : "", ti->type_size);
+    }
+    printf("\n| preset | ftype | base type | needs imatrix |\n|---|---|---|---|\n");
+    for (const kiln_preset *const *p = kiln_presets; *p; p++)
+        printf("| %s | %s%u | %s | %s |\n", (*p)->name, (*p)->kind == KILN_PRESET_COPY ? "the input's, or " : "",
+               (*p)->ftype, (*p)->kind == KILN_PRESET_COPY ? "(kept)" : kiln_type_name((*p)->base),
+               kiln_preset_needs_imatrix(*p) ? "yes" : "no");
+    printf("\nAliases:");
+    for (size_t i = 0; kiln_preset_aliases[i][0]; i++)
+        printf("%s %s = %s", i ? "," : "", kiln_preset_aliases[i][0], kiln_preset_aliases[i][1]);
+    printf(".\n");
+}
+
+static void list_types_json(void) {
+    static kiln_jsonw w;
+    char buf[64];
+    kiln_jw_init(&w, stdout, true);
+    kiln_jw_obj(&w);
+    kiln_jw_key(&w, "schema"), kiln_jw_str(&w, "kiln.quantize-types/1");
+    kiln_jw_key(&w, "types"), kiln_jw_arr(&w);
+    for (uint32_t t = 0; t < KILN_TYPE_COUNT; t++) {
+        if (!is_weight_type(t)) continue;
+        const kiln_type_info *ti = kiln_type_get(t);
+        kiln_jw_obj(&w);
+        kiln_jw_kv_str(&w, "name", ti->name);
+        kiln_jw_kv_uint(&w, "id", t);
+        kiln_jw_kv_real(&w, "bpw", kiln_type_bpw(t));
+        kiln_jw_kv_str(&w, "needs_imatrix", type_needs_imatrix(t, buf, sizeof buf));
+        kiln_jw_kv_uint(&w, "block_size", ti->block_size);
+        kiln_jw_kv_uint(&w, "block_bytes", ti->type_size);
+        kiln_jw_key(&w, "kiln_quantizes"), kiln_jw_bool(&w, kiln_can_quantize(t));
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "presets"), kiln_jw_arr(&w);
+    for (const kiln_preset *const *p = kiln_presets; *p; p++) {
+        kiln_jw_obj(&w);
+        kiln_jw_kv_str(&w, "name", (*p)->name);
+        kiln_jw_kv_uint(&w, "ftype", (*p)->ftype);
+        kiln_jw_key(&w, "base");
+        if ((*p)->kind == KILN_PRESET_COPY) kiln_jw_null(&w);
+        else kiln_jw_str(&w, kiln_type_name((*p)->base));
+        kiln_jw_key(&w, "needs_imatrix"), kiln_jw_bool(&w, kiln_preset_needs_imatrix(*p));
+        kiln_jw_end_obj(&w);
+    }
+    kiln_jw_end_arr(&w);
+    kiln_jw_key(&w, "aliases"), kiln_jw_obj(&w);
+    for (size_t i = 0; kiln_preset_aliases[i][0]; i++) kiln_jw_kv_str(&w, kiln_preset_aliases[i][0], kiln_preset_aliases[i][1]);
+    kiln_jw_end_obj(&w);
+    kiln_jw_end_obj(&w);
+    kiln_jw_finish(&w);
+}
+
 static int parse_type_opt(const char *opt, const char *s, int *out) {
     int t = kiln_type_from_name(s);
     if (t < 0 || t == KILN_Q8_K || !kiln_can_quantize((uint32_t)t))
@@ -256,7 +342,7 @@ static int parse_type_opt(const char *opt, const char *s, int *out) {
 
 typedef struct cli {
     kiln_quant_opts o;
-    bool json, quiet;
+    bool json, quiet, list_types;
     const char *imatrix_file;
     uint64_t threads;
 } cli;
@@ -275,6 +361,7 @@ static int parse(int argc, char **argv, cli *c) {
         {"split-max-size", required_argument, 0, O_SPLIT},
         {"dry-run", no_argument, 0, O_DRY},
         {"json", no_argument, 0, O_JSON},
+        {"list-types", no_argument, 0, O_LIST},
         {"threads", required_argument, 0, 't'},
         {"quiet", no_argument, 0, 'q'},
         {"force", no_argument, 0, 'f'},
@@ -312,6 +399,7 @@ static int parse(int argc, char **argv, cli *c) {
             break;
         case O_DRY: c->o.dry_run = true; break;
         case O_JSON: c->json = true; break;
+        case O_LIST: c->list_types = true; break;
         case 't':
             if (!kiln_parse_u64(optarg, &c->threads) || !c->threads)
                 return kiln_cli_usage_error("quantize", "--threads needs a positive number");
@@ -324,6 +412,11 @@ static int parse(int argc, char **argv, cli *c) {
     }
     if (c->o.keep_split && c->o.split_max_size)
         return kiln_cli_usage_error("quantize", "--keep-split and --split-max-size cannot be combined");
+    if (c->list_types) {
+        if (optind < argc) return kiln_cli_usage_error("quantize", "--list-types takes no arguments");
+        c->json ? list_types_json() : list_types_markdown();
+        return KILN_EXIT_OK;
+    }
     return -1;
 }
 

@@ -1,8 +1,10 @@
 /* quantize/policy.h - which type each tensor of a model is quantized to.
  *
- * A target is either a preset (Q4_K_M, ...: llama.cpp's per-tensor mixes,
- * with the same choices llama-quantize makes) or a plain ggml type name
- * (q4_k, Q8_0, f16: every quantizable weight gets that type). The policy
+ * A target is either a preset (every name llama-quantize lists, with its
+ * aliases Q3_K/Q4_K/Q5_K and ftype numbers: Q4_K_M, "15", IQ3_M, COPY...:
+ * llama.cpp's per-tensor mixes, with the same choices llama-quantize
+ * makes) or a plain ggml type name that no preset takes (MXFP4, NVFP4:
+ * every quantizable weight gets that type). The policy
  * works from tensor names, shapes and a few hyper-parameters only, so it
  * serves GGUF inputs and the Hugging Face one-step path alike, and a
  * --dry-run needs no tensor data.
@@ -16,8 +18,9 @@
  *      and every third layer, output and token_embd, GQA and expert
  *      rules, tied embeddings);
  *   5. the fallback when the row length is not a multiple of the type's
- *      block size (IQ2_XXS -> IQ4_NL, Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0,
- *      Q5_K -> Q5_0 (llama.cpp: Q5_1), Q6_K -> Q8_0, then F16).
+ *      block size (IQ1/IQ2/IQ3/IQ4_XS -> IQ4_NL, Q2_K/Q3_K/TQ1_0/TQ2_0/Q2_0 ->
+ *      Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16; a type
+ *      llama.cpp defines no fallback for is marked `unfit`, and refused).
  * Tensors are planned in the order given, which must be the order
  * llama-quantize visits them (by layer, then name) for the layer counters
  * to agree with llama.cpp. */
@@ -30,11 +33,18 @@
 #include "../core/error.h"
 #include "../core/name_regex.h"
 
+typedef enum kiln_preset_kind {
+    KILN_PRESET_MIX,     /* a quantized base type with llama.cpp's mix rules */
+    KILN_PRESET_FLOAT,   /* F32/F16/BF16: every quantizable weight that type, no rules */
+    KILN_PRESET_COPY,    /* COPY: every tensor keeps its type (general.file_type of the input) */
+} kiln_preset_kind;
+
 typedef struct kiln_preset {
     const char *name;    /* "Q4_K_M" */
     uint32_t ftype;      /* llama.cpp's LLAMA_FTYPE_* value, for general.file_type */
     uint32_t base;       /* the type most weights get */
-    uint32_t mask;       /* bit of this preset in the rule table */
+    uint64_t mask;       /* bit of this preset in the rule table */
+    kiln_preset_kind kind;
 } kiln_preset;
 
 /* A parsed target: a preset, or a plain type (preset == NULL). */
@@ -45,13 +55,30 @@ typedef struct kiln_quant_target {
     const char *name;    /* preset name or canonical type name */
 } kiln_quant_target;
 
-/* Parses "Q4_K_M" (case-insensitive) or a type name ("q4_k", "F16"); a
- * name that is both (Q8_0, Q6_K) is the preset, which gives the same
- * types. -1 with a message listing the choices. */
+/* Parses a preset name or alias ("Q4_K_M", "q4_k": case-insensitive), an
+ * ftype number as llama-quantize takes it ("15"), or a type name no preset
+ * has ("mxfp4"). A name that is both a type and a preset (Q8_0, Q4_K, F16)
+ * is the preset; --pure then gives the one type. Presets are accepted
+ * whether or not kiln has their codecs (quantizing refuses what it cannot
+ * write). -1 with a message listing the choices. */
 int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err);
 
-/* The presets, for --help and tests; NULL-terminated. */
+/* The presets in llama-quantize's order, for --help and tests;
+ * NULL-terminated. Aliases are not in it. */
 extern const kiln_preset *const kiln_presets[];
+
+/* llama-quantize's alias names ("Q4_K" -> "Q4_K_M"); NULL-terminated pairs. */
+extern const char *const kiln_preset_aliases[][2];
+
+/* True when llama-quantize refuses to write a weight of `type` without an
+ * importance matrix (tensor_requires_imatrix; token_embd and output never
+ * do). `preset` may be NULL: Q2_K needs one only in the Q2_K_S mix. */
+bool kiln_policy_type_needs_imatrix(uint32_t type, const kiln_preset *preset);
+
+/* True when the preset gives some weight a type that needs an imatrix on
+ * an ordinary transformer, i.e. llama-quantize refuses it without one
+ * (derived from the preset's base type and its rules). */
+bool kiln_preset_needs_imatrix(const kiln_preset *p);
 
 /* What the rules need to know about the model. */
 typedef struct kiln_policy_model {
@@ -99,6 +126,7 @@ typedef struct kiln_tensor_plan {
     uint32_t from, to;   /* current and chosen type */
     uint32_t wanted;     /* chosen before any fallback */
     bool fallback;       /* to != wanted because of the row length */
+    bool unfit;          /* the row does not fit `wanted` and llama.cpp has no fallback for it */
     bool needs_imatrix;  /* llama.cpp refuses this without an imatrix */
     kiln_plan_why why;
     const char *rule;    /* KILN_WHY_RULE: the rule's description */
@@ -121,7 +149,9 @@ int kiln_policy_plan(const kiln_policy_model *m, const kiln_policy_tensor *t, ui
                      kiln_policy_opts *o, kiln_tensor_plan *plan, kiln_err *err);
 
 /* The fallback llama.cpp applies when a row of ne0 values does not fit
- * `type`'s blocks (returns `type` when it fits). */
+ * `type`'s blocks (returns `type` when it fits, KILN_NO_FALLBACK when
+ * llama.cpp defines none for `type` and refuses the tensor). */
+#define KILN_NO_FALLBACK UINT32_MAX
 uint32_t kiln_policy_fallback(uint32_t type, int64_t ne0);
 
 #endif

@@ -448,10 +448,10 @@ static int check_imatrix(const char *in, kiln_quant_tensor *q, const kiln_quant_
             return 0;
         }
         return kiln_fail(err, in, q->name, -1,
-                         "%s needs an importance matrix and %s: at about 2 bits per weight an unweighted fit "
+                         "%s%s needs an importance matrix and %s: at about 2 bits per weight an unweighted fit "
                          "spends its few levels on columns that barely matter (llama-quantize refuses this too); "
                          "compute one with llama-imatrix or kiln imatrix and pass --imatrix FILE",
-                         kiln_type_name(q->plan.to), what);
+                         kiln_type_name(q->plan.to), q->plan.to == KILN_Q2_K ? " (in the Q2_K_S mix)" : "", what);
     }
     if (!e) {
         /* imatrix files never hold token_embd and output: not worth a word */
@@ -535,6 +535,12 @@ static int validate(const char *in, const kiln_quant_opts *o, kiln_quant_report 
                              "(--no-fallback)",
                              (long long)q->ne[0], kiln_type_name(p->wanted), kiln_type_get(p->wanted)->block_size,
                              kiln_type_name(p->to));
+        if (p->unfit)
+            return kiln_fail(err, in, q->name, -1,
+                             "row length %lld is not a multiple of %s's block size %u, and llama.cpp defines no "
+                             "fallback type for %s (llama-quantize refuses this too)",
+                             (long long)q->ne[0], kiln_type_name(p->wanted), kiln_type_get(p->wanted)->block_size,
+                             kiln_type_name(p->wanted));
         if (p->to == p->from) continue;
         if (!is_float_type(p->from) && !o->allow_requantize)
             return kiln_fail(err, in, q->name, -1,
@@ -566,12 +572,13 @@ static void outputs_abort(outputs *os) {
 
 /* The input's keys, then what llama-quantize sets: it removes and re-adds
  * these two, so they move to the end. */
-static int set_metadata(kiln_gguf_writer *w, const kiln_gguf *g, const kiln_quant_opts *o, kiln_err *err) {
+static int set_metadata(kiln_gguf_writer *w, const kiln_gguf *g, const kiln_quant_opts *o, uint32_t ftype,
+                        kiln_err *err) {
     if (kiln_writer_copy_kv(w, g, err) < 0) return -1;
     kiln_writer_remove(w, "general.quantization_version");
     kiln_writer_remove(w, "general.file_type");
     if (kiln_writer_set_u32(w, "general.quantization_version", 2, err) < 0 ||
-        kiln_writer_set_u32(w, "general.file_type", o->target.ftype, err) < 0)
+        kiln_writer_set_u32(w, "general.file_type", ftype, err) < 0)
         return -1;
     const kiln_imatrix *im = o->imatrix;
     if (!im) return 0;
@@ -617,7 +624,7 @@ static int open_outputs(const source *s, const char *out, const kiln_quant_opts 
         else if (!os->w[k]) rc = -1;
         else os->n = k + 1;
         free(name);
-        if (rc == 0 && k == 0) rc = set_metadata(os->w[0], s->kv, o, err);
+        if (rc == 0 && k == 0) rc = set_metadata(os->w[0], s->kv, o, r->ftype, err);
         if (rc == 0 && n > 1) rc = set_split_keys(os->w[k], k, n, r->n_tensors, err);
     }
     for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
@@ -711,15 +718,37 @@ static int write_model(const source *s, const char *out, const kiln_quant_opts *
     return rc;
 }
 
+/* general.file_type of the output: the target's, or for COPY the
+ * input's own (llama.cpp's loader ftype; 0, all F32, when it has none). */
+static uint32_t output_ftype(const source *s, const kiln_quant_opts *o) {
+    uint64_t v;
+    if (o->target.preset && o->target.preset->kind == KILN_PRESET_COPY)
+        return kiln_gguf_get_u64(s->kv, "general.file_type", &v) ? (uint32_t)v : 0;
+    return o->target.ftype;
+}
+
+int kiln_quantize_plan(const char *in, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err) {
+    memset(r, 0, sizeof *r);
+    r->input = strdup(in);
+    source s;
+    if (source_open(&s, in, err) < 0) return -1;
+    r->ftype = output_ftype(&s, o);
+    uint64_t *visit = visiting_order(&s, o->keep_split && source_shards(&s) > 1);
+    int rc = visit ? plan_model(&s, visit, visit, o, r, err) : kiln_fail(err, in, NULL, -1, "out of memory");
+    free(visit);
+    source_close(&s);
+    return rc;
+}
+
 int kiln_quantize_model(const char *in, const char *out, const kiln_quant_opts *o, kiln_quant_report *r,
                         kiln_err *err) {
     double t0 = kiln_now();
     memset(r, 0, sizeof *r);
-    r->ftype = o->target.ftype;
     r->input = strdup(in);
     if (!o->dry_run && !out) return kiln_fail(err, in, NULL, -1, "no output file given");
     source s;
     if (source_open(&s, in, err) < 0) return -1;
+    r->ftype = output_ftype(&s, o);
     if (o->imatrix) r->imatrix_entries = o->imatrix->n_entries;
     /* A Hugging Face archive is written in the converter's order, so that
      * it streams in one pass; the types still follow llama-quantize's

@@ -2,7 +2,9 @@
  *
  * kiln_quantize_model() is `kiln quantize` without the printing: it plans
  * every tensor's type (quantize/policy.h), refuses what cannot be done
- * well (requantizing without permission, IQ2_XXS without an imatrix, a
+ * well (requantizing without permission, a type llama-quantize will not
+ * write without an imatrix (IQ1/IQ2, IQ3_XXS, Q2_K_S) when none is given, a
+ * row no type fits (llama.cpp defines no fallback), a
  * fallback under --no-fallback, an imatrix that does not fit), then writes
  * the output one tensor at a time: each tensor is turned into f32 only
  * when it is not f32 in the input already, quantized with OpenMP across
@@ -93,6 +95,13 @@ typedef struct kiln_quant_report {
  * or -1 with one line in err and nothing written. */
 int kiln_quantize_model(const char *in, const char *out, const kiln_quant_opts *o, kiln_quant_report *r,
                         kiln_err *err);
+
+/* The plan alone: `in`'s tensors with the type each gets, as
+ * kiln_quantize_model() chooses them, without checking or reading any
+ * tensor data, so it works for types kiln has no codec for. Only whether
+ * o->imatrix is set matters (its entries are not looked at). Fills `r`
+ * (free it either way); 0, or -1 with a message. */
+int kiln_quantize_plan(const char *in, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err);
 
 void kiln_quant_report_free(kiln_quant_report *r);
 

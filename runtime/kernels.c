@@ -192,6 +192,24 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
                          kiln_qgemm_avx2_iq2_t1, NULL, NULL,
                          kiln_qgemm_vnni_iq2_t2, NULL, NULL),
     },
+    /* IQ2_XS and IQ2_S: IQ2_XXS's order (unpacked to signed grid levels, a
+     * scale per 16 weights instead of 32); llama.cpp repacks neither */
+    [KILN_IQ2_XS] = {
+        .ggml_order = "ggml_vec_dot_iq2_xs_q8_K (AVX2)",
+        .qt = KQUANT(KILN_IQ2_XS, iq2_xs, KILN_COMB_IQ2, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_iq2, NULL,
+                         kiln_qgemm_avx2_iq2_t1, NULL, NULL,
+                         kiln_qgemm_vnni_iq2_t2, NULL, NULL),
+    },
+    [KILN_IQ2_S] = {
+        .ggml_order = "ggml_vec_dot_iq2_s_q8_K (AVX2)",
+        .qt = KQUANT(KILN_IQ2_S, iq2_s, KILN_COMB_IQ2, 0),
+        .direct_tokens = 8,
+        .isa = QUANT_ISA(kiln_kdirect_iq2, NULL,
+                         kiln_qgemm_avx2_iq2_t1, NULL, NULL,
+                         kiln_qgemm_vnni_iq2_t2, NULL, NULL),
+    },
     /* llama.cpp does not repack IQ4_XS (ggml-cpu/repack.cpp has no IQ4_XS
      * layout). No panels (their vpmaddubsw of q + 128 by levels up to 127
      * would saturate): the direct kernel takes every product from AVX2 up,
@@ -202,6 +220,78 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .qt = KQUANT(KILN_IQ4_XS, iq4_xs, KILN_COMB_IQ4, 0),
         .direct_tokens = INT32_MAX,
         .isa = QUANT_ISA(kiln_kdirect_iq4_xs, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+    /* llama.cpp repacks neither IQ3 type and llamafile's sgemm takes
+     * neither: vec_dot for every product. No panels (levels up to 62 need
+     * the lifted byte products the direct kernel takes); the direct kernel
+     * takes every product from AVX2 up (vecdot_iq3.c unpacks the blocks) */
+    [KILN_IQ3_XXS] = {
+        .ggml_order = "ggml_vec_dot_iq3_xxs_q8_K (AVX2: 8 lanes of 4-weight sums times 2 ls + 1, "
+                      "fmaf per super-block, 0.25 * hsum_float_8)",
+        .qt = KQUANT(KILN_IQ3_XXS, iq3_xxs, KILN_COMB_IQ3, 0),
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_iq3_xxs, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+    [KILN_IQ3_S] = {
+        .ggml_order = "ggml_vec_dot_iq3_s_q8_K (AVX2: 8 lanes of 4-weight sums times 2 ls + 1, "
+                      "fmaf per super-block, hsum_float_8)",
+        .qt = KQUANT(KILN_IQ3_S, iq3_s, KILN_COMB_IQ3S, 0),
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_iq3_s, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+    /* IQ1_S / IQ1_M: not repacked, no llamafile path; their own reference
+     * (qt.dot, which kiln_kdot_ref hands them to) and direct kernel for
+     * every product from AVX2 up (vecdot_iq1.c) */
+    [KILN_IQ1_S] = {
+        .ggml_order = "ggml_vec_dot_iq1_s_q8_K (AVX2: 8 lanes of grid sums times 2s+1, fmaf per super-block, "
+                      "hsum_float_8; the shifts as one fmaf'd sum, / 8)",
+        .qt = {KILN_IQ1_S, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_iq1_s), sizeof(kiln_block_q8_k),
+               kiln_vec_dot_iq1_s, NULL, KILN_COMB_DOT, 0},
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_iq1_s, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+    [KILN_IQ1_M] = {
+        .ggml_order = "ggml_vec_dot_iq1_m_q8_K (AVX2: 8 lanes of grid sums and 8 of shift signs, times the "
+                      "scales, fmaf per super-block, hsum_float_8 of each, the second / 8)",
+        .qt = {KILN_IQ1_M, KILN_Q8_K, KILN_QK_K, sizeof(kiln_block_iq1_m), sizeof(kiln_block_q8_k),
+               kiln_vec_dot_iq1_m, NULL, KILN_COMB_DOT, 0},
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_iq1_m, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+    /* TQ1_0 / TQ2_0 are the Q6_K order with levels 0..2, unit scales and
+     * mins (vecdot_tq.c): Q6_K's panels; llama.cpp does not repack them */
+    [KILN_TQ1_0] = {
+        .ggml_order = "ggml_vec_dot_tq1_0_q8_K (AVX2: 8 lanes of 4-trit sums minus the bsums, fmaf per "
+                      "super-block, hsum_float_8)",
+        .qt = KQUANT(KILN_TQ1_0, tq1_0, KILN_COMB_K_Q6, 0),
+        .direct_tokens = 0,
+        .isa = QUANT_ISA(NULL, NULL,
+                         kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
+                         kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
+    },
+    [KILN_TQ2_0] = {
+        .ggml_order = "ggml_vec_dot_tq2_0_q8_K (AVX2: as TQ1_0)",
+        .qt = KQUANT(KILN_TQ2_0, tq2_0, KILN_COMB_K_Q6, 0),
+        .direct_tokens = 0,
+        .isa = QUANT_ISA(NULL, NULL,
+                         kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
+                         kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
+    },
+
+    /* ---- MXFP4 against Q8_0: llama.cpp repacks matrices of n_out % 8 == 0
+     * (mxfp4_8x8_q8_0), whose gemv and gemm take one fma per block; the
+     * direct kernels take every product (no panels) ---- */
+    [KILN_MXFP4] = {
+        .ggml_order = "ggml_vec_dot_mxfp4_q8_0 (AVX2: blocks in pairs into two 8-lane accumulators, "
+                      "hsum_float_8, odd block after); repacked: ggml_gemv/gemm_mxfp4_8x8_q8_0 "
+                      "(acc = fmaf(block sum, e * d, acc))",
+        .qt = {.type = KILN_MXFP4, .act_type = KILN_Q8_0, .block = KILN_QK,
+               .block_bytes = sizeof(kiln_block_mxfp4), .act_bytes = sizeof(kiln_block_q8_0),
+               .dot = kiln_vec_dot_mxfp4, .unpack = kiln_unpack_mxfp4,
+               .comb = KILN_COMB_LANES8, /* never read: no panels */
+               .gemm_chunks = 1, .dot_gemv = kiln_vec_dot_mxfp4_gemv},
+        .direct_tokens = INT32_MAX,
+        .isa = QUANT_ISA(kiln_kdirect_mxfp4, kiln_kdirect_mxfp4_gemv, NULL, NULL, NULL, NULL, NULL, NULL),
     },
 };
 

@@ -128,6 +128,11 @@ void kiln_kdirect_q4_k(const kiln_qtype *, const uint8_t *, int64_t, const void 
 void kiln_kdirect_q5_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_iq2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_iq4_xs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kdirect_iq3_xxs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kdirect_iq3_s(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+/* vecdot_iq1.c (AVX2) */
+void kiln_kdirect_iq1_s(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kdirect_iq1_m(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                             int64_t);
 void kiln_kdirect_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
@@ -135,6 +140,10 @@ void kiln_kdirect_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const 
 void kiln_kdirect_lanes8(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q8_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q4_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+/* vecdot_mxfp4.c (AVX2): MXFP4 in the vec_dot and the gemv order. */
+void kiln_kdirect_mxfp4(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kdirect_mxfp4_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                             int64_t);
 
 /* vecdot_qgemm.c: <ISA>_<kernel>_<combination>_t<tokens per pass>. The
  * gemm / gemv kernels of repacked types are named by the 32-weight chunks

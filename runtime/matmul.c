@@ -129,9 +129,10 @@ typedef struct korders {
 
 static korders korders_for(const kiln_kernels *k, int64_t n_out, int64_t n_tokens, bool expert) {
     korders ko = {0, KILN_KORDER_VECDOT};
-    if (k->qt.act_type != KILN_Q8_K || !kiln_qtype_repacked(&k->qt, n_out)) return ko;
+    if (!kiln_qtype_repacked(&k->qt, n_out)) return ko;
     ko.rest = KILN_KORDER_GEMV;
-    if (!expert) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
+    /* gemm_group 0: the gemm order is the gemv one (MXFP4) */
+    if (!expert && k->gemm_group) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
     return ko;
 }
 
@@ -146,7 +147,7 @@ static void ref_rows(const kiln_qtype *qt, korders ko, const uint8_t *w, int64_t
             y[t * n_out + r] = qt->act_type == KILN_Q8_K
                                    ? kiln_kdot_ref(n_in, wr, qt, t < ko.n_gemm ? KILN_KORDER_GEMM : ko.rest,
                                                    (const kiln_block_q8_k *)a)
-                                   : qt->dot(n_in, wr, a);
+                                   : (ko.rest == KILN_KORDER_GEMV ? qt->dot_gemv : qt->dot)(n_in, wr, a);
         }
 }
 

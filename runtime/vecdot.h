@@ -81,6 +81,15 @@ float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act);
 /* Q4_1 and Q5_1 take Q8_1 activations (ggml's x86 AVX2 order). */
 float kiln_vec_dot_q4_1(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q5_1(int64_t n, const void *w, const void *act);
+/* IQ1_S and IQ1_M take Q8_K activations but not kiln_kdot_ref's unpacked
+ * sums (their +-1/8 shifts are summed apart): ggml's AVX2 order, whole
+ * (vecdot_iq1.c). */
+float kiln_vec_dot_iq1_s(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_iq1_m(int64_t n, const void *w, const void *act);
+/* MXFP4 (vecdot_mxfp4.c): ggml's vec_dot order, and the order of the
+ * gemv / gemm kernels of the matrices llama.cpp repacks (n_out % 8 == 0). */
+float kiln_vec_dot_mxfp4(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_mxfp4_gemv(int64_t n, const void *w, const void *act);
 
 /* 256 weights as integers, for the panel kernels: one k-quant / i-quant
  * super-block (weight p = d[0] * sc[p/16] * q[p] - dmin * mn[p/16], the
@@ -110,7 +119,14 @@ void kiln_unpack_q4_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_q5_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_q6_k(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_iq2_xxs(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq2_xs(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq2_s(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_iq4_xs(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_iq3_xxs(const void *blocks, int n, kiln_qblock *out); /* vecdot_iq3.c */
+void kiln_unpack_iq3_s(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_tq1_0(const void *blocks, int n, kiln_qblock *out); /* vecdot_tq.c */
+void kiln_unpack_tq2_0(const void *blocks, int n, kiln_qblock *out);
+void kiln_unpack_mxfp4(const void *blocks, int n, kiln_qblock *out); /* vecdot_mxfp4.c */
 
 /* ggml's hsum_float_8 (x86): ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
 static inline float kiln_hsum8(const float a[8]) {
@@ -134,9 +150,13 @@ typedef enum kiln_combine {
     KILN_COMB_K_Q2,     /* mins into the lanes first         Q2_K */
     KILN_COMB_K_Q4,     /* 4 min lanes beside them           Q4_K */
     KILN_COMB_K_Q5,     /* one running min sum beside them   Q5_K */
-    KILN_COMB_IQ2,      /* the lanes, the total * 0.125      IQ2_XXS */
+    KILN_COMB_IQ2,      /* the lanes, the total * 0.125      IQ2_XXS IQ2_XS IQ2_S */
     KILN_COMB_IQ4,      /* the lanes alone, as K; levels are
                            table values up to +-127          IQ4_XS */
+    KILN_COMB_IQ3,      /* the lanes, the total * 0.25       IQ3_XXS */
+    KILN_COMB_IQ3S,     /* the lanes alone, as K; levels from
+                           the unpacker                      IQ3_S */
+    KILN_COMB_DOT,      /* qt->dot sums and combines alone   IQ1_S IQ1_M */
 } kiln_combine;
 
 /* Which of ggml's k-quant orders a product takes. llama.cpp's CPU backend
@@ -162,10 +182,13 @@ typedef struct kiln_qtype {
     int block_bytes;     /* bytes per weight block */
     int act_bytes;       /* bytes per activation block */
     kiln_vec_dot_fn dot; /* the vec_dot order; NULL for Q8_K types, whose
-                          * every order is kiln_kdot_ref */
+                          * every order is kiln_kdot_ref, except those
+                          * (KILN_COMB_DOT) kiln_kdot_ref hands to it */
     kiln_unpack_fn unpack;
     kiln_combine comb;
     int gemm_chunks;     /* repacked types: 32-weight chunks per gemm fma; else 0 */
+    kiln_vec_dot_fn dot_gemv; /* Q8_0 types llama.cpp repacks (gemm_chunks > 0):
+                               * the gemv / gemm order; else NULL */
 } kiln_qtype;
 
 /* The reference dot product of every Q8_K type (vecdot_korder.c): unpack

@@ -227,6 +227,7 @@ AVX2 INLINE float k_finish(kiln_combine comb, kiln_korder order, const kacc *s) 
     if (comb == KILN_COMB_K_Q4) r = r + ((m[0] + m[2]) + (m[1] + m[3]));
     if (comb == KILN_COMB_K_Q5) r = r + s->summs;
     if (comb == KILN_COMB_IQ2) r = 0.125f * r;
+    if (comb == KILN_COMB_IQ3) r = 0.25f * r;
     return r;
 }
 
@@ -234,9 +235,10 @@ AVX2 INLINE float k_finish(kiln_combine comb, kiln_korder order, const kacc *s) 
  * and order constant) by krow's switch, so the branches fold away. */
 AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder order, const uint8_t *w,
                             int64_t nb, const kiln_block_q8_k *act, int64_t t0, int nt, float *y, int64_t ldy) {
-    const bool signed_levels = comb == KILN_COMB_K || comb == KILN_COMB_IQ2;
+    const bool iq3 = comb == KILN_COMB_IQ3 || comb == KILN_COMB_IQ3S; /* |q| <= 62: lifted, 2..126 */
+    const bool signed_levels = comb == KILN_COMB_K || comb == KILN_COMB_IQ2 || iq3;
     const bool table = comb == KILN_COMB_IQ4;
-    const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2 && !table;
+    const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2 && !iq3 && !table;
     kacc s[GROUP];
     memset(s, 0, sizeof s);
     for (int64_t i = 0; i < nb; i++) {
@@ -267,6 +269,8 @@ KROW(kiln_kdirect_q4_k, KILN_COMB_K_Q4, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_q5_k, KILN_COMB_K_Q5, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_iq2, KILN_COMB_IQ2, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_iq4_xs, KILN_COMB_IQ4, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_iq3_xxs, KILN_COMB_IQ3, KILN_KORDER_VECDOT)
+KROW(kiln_kdirect_iq3_s, KILN_COMB_IQ3S, KILN_KORDER_VECDOT)
 KROW(kiln_kdirect_q2_k_gemv, KILN_COMB_K_Q2, KILN_KORDER_GEMV)
 KROW(kiln_kdirect_q4_k_gemv, KILN_COMB_K_Q4, KILN_KORDER_GEMV)
 #undef KROW

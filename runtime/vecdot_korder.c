@@ -80,6 +80,7 @@ static float vecdot_order(int64_t nb, const uint8_t *x, const kiln_qtype *qt, co
     if (qt->comb == KILN_COMB_K_Q4) r = r + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
     if (qt->comb == KILN_COMB_K_Q5) r = r + summs;
     if (qt->comb == KILN_COMB_IQ2) r = 0.125f * r;
+    if (qt->comb == KILN_COMB_IQ3) r = 0.25f * r;
     return r;
 }
 
@@ -108,6 +109,7 @@ static float repacked_order(int64_t nb, const uint8_t *x, const kiln_qtype *qt, 
 float kiln_kdot_ref(int64_t n, const void *w, const kiln_qtype *qt, kiln_korder order,
                     const kiln_block_q8_k *act) {
     const int64_t nb = n / KILN_QK_K;
+    if (qt->comb == KILN_COMB_DOT) return qt->dot(n, w, act); /* IQ1_S, IQ1_M: vecdot_iq1.c */
     if (order == KILN_KORDER_VECDOT || !qt->gemm_chunks) return vecdot_order(nb, w, qt, act);
     return repacked_order(nb, w, qt, order == KILN_KORDER_GEMM ? qt->gemm_chunks : 8, act);
 }

@@ -29,86 +29,21 @@
 
 #define VEC "tests/fixtures/quant_iq4xs/vectors/"
 
-typedef struct src {
-    const char *name;
-    int64_t rows, cols;
-    bool shared; /* in ../shared/golden/quant (else in VEC) */
-} src;
-
-static const src SRCS[] = {{"blk.0.attn_q.weight", 128, 256, true},
+static const qf_src SRCS[] = {{"blk.0.attn_q.weight", 128, 256, true},
                            {"blk.1.ffn_down.weight", 64, 512, true},
                            {"blk.2.ffn_up.weight", 128, 256, true},
                            {"edge", 4, 512, false}};
 
 
 
-/* ggml's hash of its dequantization of (src, imx), from deq.tsv. */
-static uint64_t deq_hash(const char *name, int imx) {
-    FILE *f = fopen(VEC "deq.tsv", "r");
-    assert_non_null(f);
-    char line[512], s[256];
-    int im;
-    unsigned long long h;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%255s %d %llx", s, &im, &h) == 3 && !strcmp(s, name) && im == imx) {
-            fclose(f);
-            return h;
-        }
-    fclose(f);
-    fail_msg("deq.tsv has no %s %d", name, imx);
-    return 0;
-}
-
-/* Quantization bytes and dequantization bits at this case's SIMD level. */
+/* Quantization bytes and dequantization bits at this case's SIMD level
+ * (deq.tsv, of one type, has no type column). */
 static void test_codec_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     SKIP_WITHOUT_SHARED();
-    int64_t bad_bytes = 0, bad_deq = 0;
-    for (size_t s = 0; s < sizeof SRCS / sizeof *SRCS; s++) {
-        const src *sr = &SRCS[s];
-        const int64_t n = sr->rows * sr->cols;
-        size_t xlen, wlen;
-        float *x, *w;
-        if (sr->shared) {
-            x = qf_load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
-            w = qf_load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
-        } else {
-            x = qf_load(&xlen, VEC "%s.f32", sr->name);
-            w = qf_load(&wlen, VEC "%s.imatrix.f32", sr->name);
-        }
-        assert_int_equal(xlen, (size_t)n * 4);
-        assert_int_equal(wlen, (size_t)sr->cols * 4);
-        for (int imx = 0; imx < 2; imx++) {
-            size_t qlen;
-            uint8_t *ref = qf_load(&qlen, VEC "%s.IQ4_XS%s.q", sr->name, imx ? ".imx" : "");
-            assert_int_equal(qlen, kiln_type_row_bytes(KILN_IQ4_XS, (uint64_t)sr->cols) * (size_t)sr->rows);
-            uint8_t *mine = malloc(qlen);
-            float *deq = malloc((size_t)n * 4);
-            kiln_err err = {{0}};
-            assert_int_equal(kiln_quantize_rows(KILN_IQ4_XS, x, mine, sr->rows, sr->cols, imx ? w : NULL, &err),
-                             qlen);
-            size_t diff = 0;
-            for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
-            if (!imx) { /* ggml's row reference is the same search */
-                memset(mine, 0, qlen);
-                kiln_quantize_row_iq4_xs_ref(x, mine, n);
-                for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
-            }
-            assert_int_equal(kiln_dequantize(KILN_IQ4_XS, ref, deq, n, &err), 0);
-            const bool deq_ok = qf_fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, imx);
-            printf("# %s %-22s IQ4_XS%-4s bytes differing from ggml: %zu of %zu; dequantization %s\n",
-                   kiln_simd_name(lvl), sr->name, imx ? ".imx" : "", diff, qlen, deq_ok ? "identical" : "DIFFERS");
-            bad_bytes += diff != 0;
-            bad_deq += !deq_ok;
-            free(deq);
-            free(mine);
-            free(ref);
-        }
-        free(w);
-        free(x);
-    }
-    assert_int_equal(bad_bytes, 0);
-    assert_int_equal(bad_deq, 0);
+    /* deq.tsv, of one type, has no type column */
+    static const qf_codec_type CODEC[] = {{KILN_IQ4_XS, 0, kiln_quantize_row_iq4_xs_ref}};
+    assert_int_equal(qf_codec_suite(kiln_simd_name(lvl), VEC, SRCS, sizeof SRCS / sizeof *SRCS, CODEC, 1, false), 8);
 }
 
 /* The edge rows' corner cases are really there: an all-zero super-block
@@ -153,21 +88,12 @@ static void test_act_q8_k_vs_ggml(void **state) {
  * case's SIMD level, one token at a time and all 8 at once. */
 static void test_dot_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
-    size_t alen, qlen, wlen, dlen;
+    size_t alen, qlen;
     float *act = qf_load(&alen, VEC "act.f32");
     uint8_t *aq = qf_load(&qlen, VEC "act.q8_k");
-    uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.IQ4_XS.q");
-    float *ref = qf_load(&dlen, VEC "dot.IQ4_XS.f32");
-    assert_int_equal(dlen, sizeof(float) * NT * NOUT);
-    assert_int_equal(kiln_qtype_get(KILN_IQ4_XS)->act_type, KILN_Q8_K);
-    int64_t bad[3];
-    qf_dot_mismatches(KILN_IQ4_XS, w, act, aq, ref, NT, NIN, NOUT, bad);
-    printf("# %s IQ4_XS dot products differing from ggml's: reference %lld, matmul 1 token %lld, 8 tokens %lld "
-           "(of %d)\n",
-           kiln_simd_name(lvl), (long long)bad[0], (long long)bad[1], (long long)bad[2], NT * NOUT);
-    assert_int_equal(bad[0] + bad[1] + bad[2], 0);
-    free(ref);
-    free(w);
+    assert_int_equal(qf_dot_case(kiln_simd_name(lvl), VEC, KILN_IQ4_XS, KILN_Q8_K, "blk.1.ffn_down.weight.IQ4_XS.q",
+                                 "dot.IQ4_XS.f32", act, aq, NT, NIN, NOUT),
+                     0);
     free(aq);
     free(act);
 }

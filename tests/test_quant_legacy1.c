@@ -29,81 +29,22 @@
 
 #define VEC "tests/fixtures/quant_legacy/vectors/"
 
-typedef struct src {
-    const char *name;
-    int64_t rows, cols;
-} src;
-
-static const src SRCS[] = {
-    {"blk.0.attn_q.weight", 128, 256}, {"blk.1.ffn_down.weight", 64, 512}, {"blk.2.ffn_up.weight", 128, 256}};
+static const qf_src SRCS[] = {
+    {"blk.0.attn_q.weight", 128, 256, true},
+    {"blk.1.ffn_down.weight", 64, 512, true},
+    {"blk.2.ffn_up.weight", 128, 256, true}};
 static const char *const TYPES[] = {"Q4_1", "Q5_1"};
 
 
-
-/* ggml's hash of its dequantization of (src, type, imx), from deq.tsv. */
-static uint64_t deq_hash(const char *name, const char *type, int imx) {
-    FILE *f = fopen(VEC "deq.tsv", "r");
-    assert_non_null(f);
-    char line[512], s[256], t[16];
-    int im;
-    unsigned long long h;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%255s %15s %d %llx", s, t, &im, &h) == 4 && !strcmp(s, name) && !strcmp(t, type) &&
-            im == imx) {
-            fclose(f);
-            return h;
-        }
-    fclose(f);
-    fail_msg("deq.tsv has no %s %s %d", name, type, imx);
-    return 0;
-}
 
 /* Quantization bytes and dequantization bits at this case's SIMD level. */
 static void test_codec_vs_ggml(void **state) {
     const kiln_simd_level lvl = simd_level_enter(state);
     SKIP_WITHOUT_SHARED();
-    int64_t bad_bytes = 0, bad_deq = 0;
-    for (size_t s = 0; s < sizeof SRCS / sizeof *SRCS; s++) {
-        const src *sr = &SRCS[s];
-        const int64_t n = sr->rows * sr->cols;
-        size_t xlen, wlen;
-        float *x = qf_load(&xlen, "%s/golden/quant/%s.f32", kiln_shared(), sr->name);
-        float *w = qf_load(&wlen, "%s/golden/quant/%s.imatrix.f32", kiln_shared(), sr->name);
-        assert_int_equal(xlen, (size_t)n * 4);
-        assert_int_equal(wlen, (size_t)sr->cols * 4);
-        for (int t = 0; t < 2; t++)
-            for (int imx = 0; imx < 2; imx++) {
-                const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
-                size_t qlen;
-                uint8_t *ref = qf_load(&qlen, VEC "%s.%s%s.q", sr->name, TYPES[t], imx ? ".imx" : "");
-                assert_int_equal(qlen, kiln_type_row_bytes(type, (uint64_t)sr->cols) * (size_t)sr->rows);
-                uint8_t *mine = malloc(qlen);
-                float *deq = malloc((size_t)n * 4);
-                kiln_err err = {{0}};
-                assert_int_equal(kiln_quantize_rows(type, x, mine, sr->rows, sr->cols, imx ? w : NULL, &err), qlen);
-                size_t diff = 0;
-                for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
-                if (!imx) { /* the row reference quantizer is the same code */
-                    memset(mine, 0, qlen);
-                    (type == KILN_Q4_1 ? kiln_quantize_row_q4_1_ref : kiln_quantize_row_q5_1_ref)(x, mine, n);
-                    for (size_t i = 0; i < qlen; i++) diff += mine[i] != ref[i];
-                }
-                assert_int_equal(kiln_dequantize(type, ref, deq, n, &err), 0);
-                const bool deq_ok = qf_fnv1a(deq, (size_t)n * 4) == deq_hash(sr->name, TYPES[t], imx);
-                printf("# %s %-22s %s%-4s bytes differing from ggml: %zu of %zu; dequantization %s\n",
-                       kiln_simd_name(lvl), sr->name, TYPES[t], imx ? ".imx" : "", diff, qlen,
-                       deq_ok ? "identical" : "DIFFERS");
-                bad_bytes += diff != 0;
-                bad_deq += !deq_ok;
-                free(deq);
-                free(mine);
-                free(ref);
-            }
-        free(w);
-        free(x);
-    }
-    assert_int_equal(bad_bytes, 0);
-    assert_int_equal(bad_deq, 0);
+    /* the row reference quantizer is the same code */
+    static const qf_codec_type CODEC[] = {{KILN_Q4_1, 0, kiln_quantize_row_q4_1_ref},
+                                          {KILN_Q5_1, 0, kiln_quantize_row_q5_1_ref}};
+    assert_int_equal(qf_codec_suite(kiln_simd_name(lvl), VEC, SRCS, sizeof SRCS / sizeof *SRCS, CODEC, 2, true), 12);
 }
 
 enum { NT = 8, NIN = 512, NOUT = 64 };
@@ -137,20 +78,12 @@ static void test_dot_vs_ggml(void **state) {
     float *act = qf_load(&alen, VEC "act.f32");
     uint8_t *aq = qf_load(&qlen, VEC "act.q8_1");
     for (int t = 0; t < 2; t++) {
-        const uint32_t type = (uint32_t)kiln_type_from_name(TYPES[t]);
-        size_t wlen, dlen;
-        uint8_t *w = qf_load(&wlen, VEC "blk.1.ffn_down.weight.%s.q", TYPES[t]);
-        float *ref = qf_load(&dlen, VEC "dot.%s.f32", TYPES[t]);
-        assert_int_equal(dlen, sizeof(float) * NT * NOUT);
-        assert_int_equal(kiln_qtype_get(type)->act_type, KILN_Q8_1);
-        int64_t bad[3];
-        qf_dot_mismatches(type, w, act, aq, ref, NT, NIN, NOUT, bad);
-        printf("# %s %s dot products differing from ggml's: reference %lld, matmul 1 token %lld, 8 tokens %lld "
-               "(of %d)\n",
-               kiln_simd_name(lvl), TYPES[t], (long long)bad[0], (long long)bad[1], (long long)bad[2], NT * NOUT);
-        assert_int_equal(bad[0] + bad[1] + bad[2], 0);
-        free(ref);
-        free(w);
+        char wname[128], dname[64];
+        snprintf(wname, sizeof wname, "blk.1.ffn_down.weight.%s.q", TYPES[t]);
+        snprintf(dname, sizeof dname, "dot.%s.f32", TYPES[t]);
+        assert_int_equal(qf_dot_case(kiln_simd_name(lvl), VEC, (uint32_t)kiln_type_from_name(TYPES[t]), KILN_Q8_1,
+                                     wname, dname, act, aq, NT, NIN, NOUT),
+                         0);
     }
     free(aq);
     free(act);
@@ -186,7 +119,7 @@ static void test_legacy_presets(void **state) {
      * its rows do not fit 256 */
     assert_int_equal(kiln_policy_fallback(KILN_Q5_K, 96), KILN_Q5_1);
     assert_int_equal(qf_plan_type("Q5_K_M", false, 16, 8, 0, "blk.3.ffn_down.weight", 1376), KILN_Q5_1);
-    assert_int_equal(kiln_policy_fallback(KILN_Q5_1, 100), KILN_F16);
+    assert_int_equal(kiln_policy_fallback(KILN_Q5_1, 100), KILN_NO_FALLBACK); /* llama.cpp refuses */
     assert_int_equal(kiln_policy_fallback(KILN_Q4_1, 96), KILN_Q4_1);
 }
 

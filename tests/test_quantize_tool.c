@@ -224,7 +224,7 @@ static void policy_options(void **state) {
     /* override parse errors */
     assert_int_equal(kiln_override_parse("attn_q", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "REGEX=TYPE"));
-    assert_int_equal(kiln_override_parse("attn_q=iq3_s", &ov[0], &err), -1);
+    assert_int_equal(kiln_override_parse("attn_q=i8", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "cannot quantize"));
     assert_int_equal(kiln_override_parse("attn_(q=q4_0", &ov[0], &err), -1);
     assert_non_null(strstr(err.msg, "regex"));
@@ -235,8 +235,9 @@ static void policy_options(void **state) {
     kiln_policy_opts pure = {.pure = true, .output_type = -1, .token_embd_type = -1};
     assert_int_equal(plan_of(&m, "Q4_K_M", names, 5, "output.weight", &pure).to, KILN_Q4_K);
     assert_int_equal(plan_of(&m, "Q4_K_M", names, 5, "blk.0.attn_v.weight", &pure).to, KILN_Q4_K);
-    /* a plain type is pure */
-    assert_int_equal(plan_of(&m, "q5_k", names, 5, "output.weight", NULL).to, KILN_Q5_K);
+    /* q5_k is llama-quantize's alias of Q5_K_M; a type no preset has is pure */
+    assert_int_equal(plan_of(&m, "q5_k", names, 5, "output.weight", NULL).to, KILN_Q6_K);
+    assert_int_equal(plan_of(&m, "mxfp4", names, 5, "output.weight", NULL).to, KILN_MXFP4);
     assert_int_equal(plan_of(&m, "f16", names, 5, "blk.0.attn_v.weight", NULL).to, KILN_F16);
 }
 
@@ -255,14 +256,14 @@ static void policy_targets_and_fallbacks(void **state) {
         assert_int_equal(kiln_quant_target_parse(FT[i].name, &t, &err), 0);
         assert_int_equal(t.ftype, FT[i].ftype);
     }
-    assert_int_equal(kiln_quant_target_parse("q4_k", &t, &err), 0);
-    assert_null(t.preset);
-    assert_int_equal(t.type, KILN_Q4_K);
+    assert_int_equal(kiln_quant_target_parse("q4_k", &t, &err), 0); /* llama-quantize's alias */
+    assert_string_equal(t.preset->name, "Q4_K_M");
+    assert_int_equal(t.ftype, 15);
     assert_int_equal(kiln_quant_target_parse("F16", &t, &err), 0);
     assert_int_equal(t.ftype, 1);
     assert_int_equal(kiln_quant_target_parse("Q4_K_Z", &t, &err), -1);
     assert_non_null(strstr(err.msg, "presets:"));
-    assert_int_equal(kiln_quant_target_parse("iq3_s", &t, &err), -1);
+    assert_int_equal(kiln_quant_target_parse("i8", &t, &err), -1);
     /* llama.cpp's fallbacks for rows that do not fit the blocks */
     assert_int_equal(kiln_policy_fallback(KILN_Q4_K, 256), KILN_Q4_K);
     assert_int_equal(kiln_policy_fallback(KILN_Q4_K, 96), KILN_Q5_0);
@@ -272,7 +273,7 @@ static void policy_targets_and_fallbacks(void **state) {
     assert_int_equal(kiln_policy_fallback(KILN_Q3_K, 96), KILN_Q4_0);
     assert_int_equal(kiln_policy_fallback(KILN_IQ2_XXS, 96), KILN_IQ4_NL);
     assert_int_equal(kiln_policy_fallback(KILN_Q4_K, 100), KILN_F16);
-    assert_int_equal(kiln_policy_fallback(KILN_Q8_0, 100), KILN_F16);
+    assert_int_equal(kiln_policy_fallback(KILN_Q8_0, 100), KILN_NO_FALLBACK); /* llama.cpp refuses */
     assert_int_equal(kiln_policy_fallback(KILN_F16, 100), KILN_F16);
 }
 

@@ -99,11 +99,12 @@ quant_layout() {
 # preset_agrees FIX N PRESET IMX: in $T/N (quant_layout), kiln's plan for
 # PRESET (with N's imatrix when IMX is "-imx") gives every tensor the type
 # FIX/types.tsv holds for N-PRESET[IMX].gguf, and kiln quantize writes the
-# file whose sha256 FIX/SHA256SUMS holds. Two TAP lines.
+# file whose sha256 FIX/SHA256SUMS holds. Two TAP lines. Arguments after
+# IMX are more quantize options (e.g. --pure, a plain type's overrides).
 preset_agrees() {
     _fix=$1 _pn=$2 _q=$3 _imx=$4 _f=$2-$3$4.gguf
-    set --
-    [ -n "$_imx" ] && set -- --imatrix "imatrix/$_pn.imatrix.gguf"
+    shift 4
+    [ -n "$_imx" ] && set -- "$@" --imatrix "imatrix/$_pn.imatrix.gguf"
     (cd "$T/$_pn" && "$KILN" quantize --dry-run --json "$@" "gguf/$_pn-f32.gguf" "$_q") > "$T/plan.json"
     jq -r --arg f "$_f" '.tensors[] | [$f, .name, .to] | @tsv' "$T/plan.json" | sort > "$T/kiln.types"
     grep "^$_f	" "$_fix/types.tsv" | sort > "$T/llama.types"
@@ -117,4 +118,30 @@ preset_agrees() {
     _want=$(grep " $_f\$" "$_fix/SHA256SUMS" | cut -d' ' -f1)
     _got=$(sha256sum < "$T/$_pn/$_f" | cut -d' ' -f1)
     check "$_f: byte-identical to llama-quantize's file" test -n "$_want" -a "$_got" = "$_want"
+}
+
+# runtime_agrees FIX N FILE [LOGITS]: kiln's runtime on $T/N/FILE gives
+# llama.cpp's numbers: the logits of LOGITS (llama.cpp's dump_logits file,
+# .zst allowed) bit for bit, when given, and the perplexity of the whole
+# ../shared text that FIX/PPL.tsv holds for FILE, to the last digit. The
+# quant fixtures keep llama.cpp's logits of some files only (issue 14's
+# 6 MB budget for them); every file's perplexity is checked.
+runtime_agrees() {
+    _fix=$1 _rn=$2 _rf=$3 _lg=${4:-}
+    if [ -n "$_lg" ]; then
+        case $_lg in *.zst) zstd -dcq "$_lg" > "$T/ref.logits" && _lg=$T/ref.logits ;; esac
+        "$KILN" golden check -t 2 "$T/$_rn/$_rf" "$_lg" --max-abs 0 > "$T/out" 2>&1
+        check "$_rf: logits bit-identical to llama.cpp's" test $? -eq 0
+    fi
+    _want=$(grep "^$_rf	" "$_fix/PPL.tsv" | cut -f4)
+    _got=$("$KILN" perplexity -t 2 "$T/$_rn/$_rf" -f "$shared/golden/text/ppl.txt" -c 128 -b 128 2>&1 |
+           sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p')
+    check "$_rf: perplexity of the whole text is llama-perplexity's ($_want)" test -n "$_want" -a "$_got" = "$_want"
+}
+
+# kept_logits FILE KEY LIST...: FILE when KEY is one of LIST, else nothing.
+kept_logits() {
+    _kf=$1 _kk=$2
+    shift 2
+    for _k in "$@"; do [ "$_k" = "$_kk" ] && { echo "$_kf"; return; }; done
 }

@@ -10,6 +10,7 @@
 #     llama-perplexity's estimate (PPL.tsv).
 . tests/e2e/lib.sh
 F=$PWD/tests/fixtures/quant_iq4xs
+LOGITS="mixtral" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "IQ4_XS agrees with llama-quantize"; then
     g=$(cd "$shared/golden" && pwd)
@@ -17,12 +18,7 @@ if need_shared "IQ4_XS agrees with llama-quantize"; then
         quant_layout "$n"
         for imx in "" -imx; do preset_agrees "$F" "$n" IQ4_XS "$imx"; done
         f=$n-IQ4_XS-imx.gguf
-        "$KILN" golden check -t 2 "$T/$n/$f" "$F/logits/$n-IQ4_XS-imx.logits" --max-abs 0 > "$T/out" 2>&1
-        check "$f: logits bit-identical to llama.cpp's" test $? -eq 0
-        want=$(grep "^$f	" "$F/PPL.tsv" | cut -f4)
-        got=$("$KILN" perplexity -t 2 "$T/$n/$f" -f "$g/text/ppl.txt" -c 128 -b 128 2>&1 |
-              sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p')
-        check "$f: perplexity of the whole text is llama-perplexity's ($want)" test -n "$want" -a "$got" = "$want"
+        runtime_agrees "$F" "$n" "$f" "$(kept_logits "$F/logits/$n-IQ4_XS-imx.logits" "$n" $LOGITS)"
         rm -f "$T/$n"/*.gguf
     done
 fi

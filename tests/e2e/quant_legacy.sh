@@ -10,6 +10,7 @@
 #     text gives llama-perplexity's estimate (PPL.tsv; ~4 s per file).
 . tests/e2e/lib.sh
 F=$PWD/tests/fixtures/quant_legacy
+LOGITS="llama-Q4_1 qwen2-Q5_1" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "legacy presets agree with llama-quantize"; then
     g=$(cd "$shared/golden" && pwd)
@@ -20,12 +21,7 @@ if need_shared "legacy presets agree with llama-quantize"; then
         done
         for q in Q4_1 Q5_1; do
             f=$n-$q.gguf
-            "$KILN" golden check -t 2 "$T/$n/$f" "$F/logits/$n-$q.logits" --max-abs 0 > "$T/out" 2>&1
-            check "$f: logits bit-identical to llama.cpp's" test $? -eq 0
-            want=$(grep "^$f	" "$F/PPL.tsv" | cut -f4)
-            got=$("$KILN" perplexity -t 2 "$T/$n/$f" -f "$g/text/ppl.txt" -c 128 -b 128 2>&1 |
-                  sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p')
-            check "$f: perplexity of the whole text is llama-perplexity's ($want)" test -n "$want" -a "$got" = "$want"
+            runtime_agrees "$F" "$n" "$f" "$(kept_logits "$F/logits/$n-$q.logits" "$n-$q" $LOGITS)"
         done
         rm -f "$T/$n"/*.gguf
     done
