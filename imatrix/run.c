@@ -100,11 +100,25 @@ static void end_state(run_state *s) {
     }
 }
 
+/* The flash-attention kernel llama-imatrix's batches take. It evaluates
+ * max(1, 2048 / n_ctx) chunks at once as parallel sequences, each with its
+ * own KV cache, and cuts the 2048-token batch into 512-token ubatches that
+ * take the same number of tokens from every sequence (llama-kv-cache's
+ * split_equal). Each sequence's attention thus sees 512 / n_seq queries at
+ * a time, and ggml uses its tiled kernel for 64 or more (as kiln's
+ * KILN_ATTN_LLAMACPP does for a whole chunk: every query's numbers depend
+ * only on its own scores), its one_chunk kernel below: -c 128 gives 32
+ * queries (one_chunk), -c 512 gives 128 (tiled). */
+static kiln_attention imatrix_attention(int64_t n_ctx) {
+    int64_t n_seq = 2048 / n_ctx > 1 ? 2048 / n_ctx : 1;
+    return 512 / n_seq >= 64 ? KILN_ATTN_LLAMACPP : KILN_ATTN_LLAMACPP_ONE_CHUNK;
+}
+
 /* Evaluates chunks [from, to) and returns how many were done. */
 static int evaluate(run_state *s, const kiln_model *m, const kiln_imx_tokens *tk, const kiln_imx_run_params *p,
                     kiln_imx_run_result *r, kiln_err *err) {
     kiln_ctx_params cp = {.n_ctx = tk->n_ctx, .mode = p->mode, .hook = kiln_imx_hook, .hook_user = &s->col,
-                          .hook_output = p->process_output, .attention = KILN_ATTN_LLAMACPP_ONE_CHUNK};
+                          .hook_output = p->process_output, .attention = imatrix_attention(tk->n_ctx)};
     kiln_ctx *ctx = kiln_ctx_new(m, &cp, err);
     if (!ctx) return -1;
     const int64_t n_vocab = m->hp.n_vocab;
@@ -192,7 +206,7 @@ static int evaluate_layer_major(run_state *s, const kiln_model *m, const kiln_im
     for (int64_t c = 0; c < n_seqs; c++) kiln_imx_chunk(tk, l.first + c, ids + c * tk->n_ctx);
     kiln_lm_params lp = {
         .ctx = {.n_ctx = tk->n_ctx, .mode = p->mode, .hook = kiln_imx_hook, .hook_user = &s->col,
-                .hook_output = p->process_output, .attention = KILN_ATTN_LLAMACPP_ONE_CHUNK},
+                .hook_output = p->process_output, .attention = imatrix_attention(tk->n_ctx)},
         .max_memory = p->max_memory, .scratch_dir = p->scratch_dir,
         .on_seq = lm_on_seq, .on_logits = p->compute_ppl ? lm_on_logits : NULL, .on_layer = lm_on_layer, .user = &l,
     };

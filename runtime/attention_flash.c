@@ -103,13 +103,16 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
  * accumulator by expf(M_old - M), otherwise the cell's weight is
  * expf(s - M); the accumulator takes v_j * weight in f16 and the running
  * sum S = S * ms + vs; finally the output is the accumulator / S in f32.
- * Masked cells (beyond the query's position) are skipped, as ggml skips
- * -INFINITY mask entries, so batching does not change any bit. */
+ * Masked cells (beyond the query's position, or before a sliding
+ * layer's window) are skipped, as ggml skips -INFINITY mask entries, so
+ * batching does not change any bit. A soft-cap (gemma2) makes the score
+ * cap * tanhf(dot * (scale / cap)), ggml's logit_softcap. */
 static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
     const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float cap = hp->attn_softcap, scale = kiln_attn_scale(hp) / (cap != 0.0f ? cap : 1.0f);
+    const bool swa = kiln_layer_slides(hp, il);
     const kiln_kv_cache *kv = &c->kv;
     const double work = (double)n * (double)nh * (double)(n_past + n) * (double)hd;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (work > 1e6)
@@ -121,9 +124,10 @@ static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
         kiln_f16_round(c->q + t * n_q + h * hd, q16, hd);
         memset(acc, 0, (size_t)hd * sizeof *acc);
         float S = 0.0f, M = -INFINITY;
-        for (int64_t j = 0; j < n_att; j++) {
+        for (int64_t j = swa ? kiln_window_start(hp, n_past + t) : 0; j < n_att; j++) {
             float s = kiln_vec_dot(q16, kiln_kv_k(kv, il, j) + off, hd);
             s = s * scale;
+            if (cap != 0.0f) s = cap * tanhf(s);
             float ms = 1.0f, vs = 1.0f;
             if (s > M) {
                 const float m_old = M;
@@ -265,7 +269,8 @@ static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, in
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, n_q = hd * hp->n_head, off = (h / (hp->n_head / hp->n_head_kv)) * hd;
     const int64_t n_past = c->n_past, n_kv = n_past + n;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float cap = hp->attn_softcap, scale = kiln_attn_scale(hp) / (cap != 0.0f ? cap : 1.0f);
+    const bool swa = kiln_layer_slides(hp, il);
     const kiln_kv_cache *kv = &c->kv;
     const float *q = c->q + t0 * n_q + h * hd;
     memset(w->vkq, 0, (size_t)(nq * hd) * sizeof(float));
@@ -285,14 +290,18 @@ static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, in
             float *row = w->kq + i * FA_TILE;
             int64_t vis = n_past + t0 + i + 1 - c0; /* causal: cells up to its own */
             if (vis > nc) vis = nc;
-            if (vis <= 0) { /* all -INFINITY: ggml skips the query for this tile */
+            /* sliding: cells before the window are masked too */
+            const int64_t lo = swa ? kiln_window_start(hp, n_past + t0 + i) - c0 : 0;
+            if (vis <= 0 || lo >= vis) { /* all -INFINITY: ggml skips the query for this tile */
                 memset(row, 0, FA_TILE * sizeof(float));
                 continue;
             }
             if (vis > n_used) n_used = (int)vis;
             float tile_max = -INFINITY;
             for (int j = 0; j < FA_TILE; j++) {
-                row[j] = j < vis ? row[j] * scale : -INFINITY;
+                float s = row[j] * scale;
+                if (cap != 0.0f) s = tanhf(s) * cap; /* ggml_vec_tanh_f32, ggml_vec_scale_f32 */
+                row[j] = j < vis && j >= lo ? s : -INFINITY;
                 if (row[j] > tile_max) tile_max = row[j];
             }
             const float m_new = fmaxf(w->m[i], tile_max);
@@ -333,15 +342,11 @@ static void attend_tiled(kiln_ctx *c, int64_t il, int64_t n) {
 
 void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n) {
     /* ggml's choice (q is f32, K and V both F16): tiled for 64+ queries
-     * when head_dim is whole vectors of its AVX-512 build.
-     * llama-imatrix's golden numbers, however, come from the one_chunk
-     * kernel for its batches of 4 x 128 tokens from 16 parallel sequences
-     * (its running PPL estimates agree with one_chunk to the printed
-     * digit, with the tiled kernel in none of 64 chunks), while
-     * llama-perplexity's 128-token batches of one sequence take the tiled
-     * one (all 146 estimates agree). Why is not established (the ggml
-     * source read chooses the tiled kernel for both), so kiln imatrix
-     * asks for KILN_ATTN_LLAMACPP_ONE_CHUNK. */
+     * when head_dim is whole vectors of its AVX-512 build. The queries
+     * that count are one sequence's in one ubatch: llama-imatrix's
+     * parallel sequences each give a 512-token ubatch 512 / n_seq of
+     * them (32 at -c 128, so one_chunk), which is why kiln imatrix asks
+     * for KILN_ATTN_LLAMACPP_ONE_CHUNK below 64 (imatrix/run.c). */
     if (n >= FA_TILE && c->m->hp.head_dim % 16 == 0 && c->p.attention == KILN_ATTN_LLAMACPP)
         attend_tiled(c, il, n);
     else attend_one_chunk(c, il, n);
