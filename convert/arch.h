@@ -32,6 +32,8 @@ enum cv_dim {
     CV_D_FF_SHEXP, /* shared_expert_intermediate_size */
     CV_D_POS,      /* learned positions (n_positions) */
     CV_D_QKV,      /* 3 * hidden_size (fused q, k, v) */
+    CV_D_QKV_GQA,  /* (num_attention_heads + 2 * num_key_value_heads) * head_dim */
+    CV_D_FF2,      /* 2 * intermediate_size (fused gate and up) */
     CV_D_COUNT
 };
 
@@ -42,6 +44,7 @@ enum {
     CV_T_CONV1D = 1 << 2,    /* GPT-2 Conv1D: stored [in, out], transposed */
     CV_T_F32 = 1 << 3,       /* .weight always F32 (router, positions) */
     CV_T_EXPERT = 1 << 4,    /* one expert's matrix, stacked into 3-D */
+    CV_T_NORM_SHIFT = 1 << 5, /* Gemma norm: 1 added in the source dtype */
 };
 
 typedef struct cv_tmap {
@@ -62,7 +65,18 @@ enum {
     CV_A_ROPE_FREQS = 1 << 3,      /* llama3 rope scaling as a tensor */
     CV_A_FF_4X = 1 << 4,           /* feed-forward defaults to 4 * embd */
     CV_A_OWN_PARAMS = 1 << 5,      /* params() writes every arch key */
+    CV_A_NO_SPACE_PREFIX = 1 << 6, /* add_space_prefix false after the vocab (Gemma) */
+    CV_A_VOCAB_PHI3 = 1 << 7,      /* Phi-3's SentencePiece rules, or GPT-2 BPE (vocab_spm.c) */
 };
+
+/* An F32 tensor an architecture generates from config.json (llama.cpp's
+ * generate_extra_tensors), written before the model's own tensors. */
+typedef struct cv_gen_tensor {
+    const char *name; /* static */
+    float *data;      /* malloc'd; the plan takes it */
+    int64_t n;
+} cv_gen_tensor;
+enum { CV_MAX_GEN = 4 };
 
 typedef struct cv_hp cv_hp;
 
@@ -76,6 +90,14 @@ typedef struct cv_arch {
     /* Arch keys after the common ones (or all of them, CV_A_OWN_PARAMS).
      * NULL: none. Returns 0 or -1. */
     int (*params)(const cv_hp *hp, json_t *config, cv_kv *k);
+    /* Arch keys after general.file_type, or NULL. */
+    int (*params_tail)(const cv_hp *hp, json_t *config, cv_kv *k);
+    /* Arch keys llama.cpp sets while it prepares the tensors, so right
+     * after general.architecture, or NULL. */
+    int (*params_head)(const cv_hp *hp, json_t *config, cv_kv *k);
+    /* Fills up to CV_MAX_GEN generated tensors; returns their count or
+     * -1. NULL: none. */
+    int (*extra_tensors)(json_t *config, const cv_hp *hp, cv_gen_tensor *out, kiln_err *err);
 } cv_arch;
 
 /* The architecture whose hf_name is `name`, or NULL. */
@@ -93,5 +115,12 @@ bool cv_tmap_match(const char *pattern, const char *name, int64_t *bid, int64_t 
 extern const cv_arch cv_arch_llama, cv_arch_mistral, cv_arch_mixtral;
 extern const cv_arch cv_arch_qwen2, cv_arch_qwen3, cv_arch_qwen2moe, cv_arch_qwen3moe;
 extern const cv_arch cv_arch_gpt2;
+extern const cv_arch cv_arch_gemma2, cv_arch_gemma3;
+extern const cv_arch cv_arch_phi3, cv_arch_granite;
+
+/* Llama's table, skips and keys, which Granite extends (arch_llama.c). */
+extern const cv_tmap cv_llama_tensors[];
+extern const char *const cv_llama_skip[];
+int cv_llama_params(const cv_hp *hp, json_t *config, cv_kv *k);
 
 #endif

@@ -10,7 +10,7 @@
 #include "arch.h"
 #include "hparams.h"
 
-static const cv_tmap LLAMA_TENSORS[] = {
+const cv_tmap cv_llama_tensors[] = {
     {"model.embed_tokens", "token_embd", {CV_D_VOCAB, CV_D_EMBD}, 0},
     {"lm_head", "output", {CV_D_VOCAB, CV_D_EMBD}, 0},
     {"model.norm", "output_norm", {CV_D_EMBD}, 0},
@@ -34,11 +34,11 @@ static const cv_tmap LLAMA_TENSORS[] = {
     {NULL, NULL, {0}, 0},
 };
 
-static const char *const LLAMA_SKIP[] = {".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq", NULL};
+const char *const cv_llama_skip[] = {".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq", NULL};
 
 /* LlamaModel.set_gguf_parameters: after the common keys, the vocab size
  * and the rotary dimension count. */
-static int llama_params(const cv_hp *hp, json_t *config, cv_kv *k) {
+int cv_llama_params(const cv_hp *hp, json_t *config, cv_kv *k) {
     json_t *vs = json_object_get(config, "vocab_size");
     int64_t v;
     if (!vs || !json_is_integer(vs) || (v = json_integer_value(vs)) <= 0)
@@ -52,9 +52,9 @@ static int llama_params(const cv_hp *hp, json_t *config, cv_kv *k) {
 
 #define LLAMA_LIKE(hf)                                                                                       \
     {                                                                                                       \
-        .hf_name = hf, .gguf_arch = "llama", .tensors = LLAMA_TENSORS, .skip_suffixes = LLAMA_SKIP,         \
+        .hf_name = hf, .gguf_arch = "llama", .tensors = cv_llama_tensors, .skip_suffixes = cv_llama_skip,   \
         .flags = CV_A_VOCAB_SPM | CV_A_VOCAB_LLAMA_HF | CV_A_ADD_PREFIX_SPACE | CV_A_ROPE_FREQS,            \
-        .params = llama_params,                                                                             \
+        .params = cv_llama_params,                                                                          \
     }
 
 const cv_arch cv_arch_llama = LLAMA_LIKE("LlamaForCausalLM");

@@ -108,7 +108,7 @@ int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_byt
     /* vocab-only reads no tensors, so auto falls back to llama.cpp's f16 */
     static const uint32_t ft[] = {1, 0, 1, 32, 7};
     uint32_t file_type = m->opts.vocab_only ? ft[m->opts.outtype] : m->plan.file_type;
-    if (cv_meta_general(m->src, m->hparams, plan, &k) < 0 ||
+    if (cv_meta_general(m->src, m->hparams, plan, m->arch, &m->hp, &k) < 0 ||
         cv_meta_arch(m->arch, m->hparams, &m->hp, file_type, &k) < 0 ||
         cv_kv_u32(&k, "general.quantization_version", 2) < 0 ||
         cv_vocab_write(m->arch, m->src, &m->tok, m->hparams, m->opts.pre_tokenizer, &k) < 0)

@@ -299,6 +299,29 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     return 0;
 }
 
+/* Rows of a Gemma norm weight as f32: w + 1 as llama.cpp's converter
+ * computes `data_torch + 1` in torch: F16 and F32 tensors in their own
+ * dtype (an f16 sum is rounded to f16), every other dtype (BF16, FP8)
+ * after its conversion to f32. */
+static int shifted_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, const void **ptr,
+                        kiln_st_dtype *cd, kiln_err *err) {
+    const void *src;
+    kiln_st_dtype sd;
+    if (stream_rows(r, o, r0, r1, &src, &sd, err) < 0) return -1;
+    const int64_t n = (r1 - r0) * o->ne[0];
+    if (src != (const void *)r->f32) {
+        if (grow(&r->f32, &r->f32_cap, (uint64_t)n * 4, err) < 0 || to_f32(src, sd, r->f32, n, err) < 0) return -1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float v = r->f32[i] + 1.0f;
+        if (sd == KILN_ST_F16) v = kiln_fp16_to_fp32(kiln_fp32_to_fp16(v));
+        r->f32[i] = v;
+    }
+    *ptr = r->f32;
+    *cd = KILN_ST_F32;
+    return 0;
+}
+
 /* Rows [r0, r1) of plan tensor i in the dtype *cd (the source's, or f32). */
 static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void **ptr, kiln_st_dtype *cd,
                     kiln_err *err) {
@@ -309,6 +332,7 @@ static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void
         return 0;
     }
     if (o->xform == CV_X_NONE) return stream_rows(r, o, r0, r1, ptr, cd, err);
+    if (o->xform == CV_X_NORM_SHIFT) return shifted_rows(r, o, r0, r1, ptr, cd, err);
     if (load_whole(r, i, err) < 0) return -1;
     *cd = r->whole_dtype;
     *ptr = r->whole + (uint64_t)r0 * o->ne[0] * kiln_st_dtype_size(*cd);

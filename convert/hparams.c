@@ -70,6 +70,11 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
     set_dim(hp, CV_D_ONE, 1, "1");
     int64_t embd = hp->dim[CV_D_EMBD];
     if (!hp->dim[CV_D_FF] && (a->flags & CV_A_FF_4X) && embd) set_dim(hp, CV_D_FF, 4 * embd, "4 * n_embd");
+    if (hp->dim[CV_D_FF]) {
+        char k2[96];
+        snprintf(k2, sizeof k2, "2 * %.40s", hp->dim_key[CV_D_FF]);
+        set_dim(hp, CV_D_FF2, 2 * hp->dim[CV_D_FF], k2);
+    }
     if (embd) {
         char k3[96];
         snprintf(k3, sizeof k3, "3 * %.40s", hp->dim_key[CV_D_EMBD]);
@@ -101,5 +106,7 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
         snprintf(buf, sizeof buf, "%.40s / %.40s", hp->dim_key[CV_D_EMBD], hk);
         set_dim(hp, CV_D_HEAD, hp->head_dim, buf);
     }
+    snprintf(buf, sizeof buf, "(%.20s + 2 * %.20s) * head_dim", hk, kvk);
+    set_dim(hp, CV_D_QKV_GQA, (hp->n_head + 2 * hp->n_kv) * hp->head_dim, buf);
     return 0;
 }

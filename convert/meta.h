@@ -31,9 +31,11 @@ cv_params cv_count_params(const cv_plan *p);
 /* "2.9M", "4x2.1M": gguf-py's size_label. Writes into buf. */
 void cv_size_label(const cv_params *pc, char *buf, size_t cap);
 
-/* The general.* keys up to size_label. `plan` is NULL for vocab-only
- * output (no size label then, as in llama.cpp). 0 or -1. */
-int cv_meta_general(cv_source *src, json_t *config, const cv_plan *plan, cv_kv *k);
+/* The general.* keys up to size_label, with the arch's params_head keys
+ * after general.architecture. `plan` is NULL for vocab-only output (no
+ * size label then, and no params_head keys, as in llama.cpp). 0 or -1. */
+int cv_meta_general(cv_source *src, json_t *config, const cv_plan *plan, const cv_arch *a, const cv_hp *hp,
+                    cv_kv *k);
 
 /* ARCH.* keys and general.file_type. 0 or -1. */
 int cv_meta_arch(const cv_arch *a, json_t *config, const cv_hp *hp, uint32_t file_type, cv_kv *k);

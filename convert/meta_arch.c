@@ -82,9 +82,10 @@ static int base_keys(json_t *config, const cv_hp *hp, cv_kv *k) {
 
 int cv_meta_arch(const cv_arch *a, json_t *config, const cv_hp *hp, uint32_t file_type, cv_kv *k) {
     if (a->flags & CV_A_OWN_PARAMS) {
-        if (a->params(hp, config, k) < 0) return -1;
-        return cv_kv_u32(k, "general.file_type", file_type);
+        if (a->params(hp, config, k) < 0 || cv_kv_u32(k, "general.file_type", file_type) < 0) return -1;
+        return a->params_tail ? a->params_tail(hp, config, k) : 0;
     }
     if (base_keys(config, hp, k) < 0 || cv_kv_u32(k, "general.file_type", file_type) < 0) return -1;
-    return a->params ? a->params(hp, config, k) : 0;
+    if (a->params && a->params(hp, config, k) < 0) return -1;
+    return a->params_tail ? a->params_tail(hp, config, k) : 0;
 }

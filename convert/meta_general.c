@@ -109,8 +109,11 @@ static int take_parts(cv_name_parts *acc, const char *id, int64_t total) {
     return 0;
 }
 
-int cv_meta_general(cv_source *src, json_t *config, const cv_plan *plan, cv_kv *k) {
-    if (cv_kv_str(k, "general.architecture", k->arch) < 0 || cv_kv_str(k, "general.type", "model") < 0) return -1;
+int cv_meta_general(cv_source *src, json_t *config, const cv_plan *plan, const cv_arch *a, const cv_hp *hp,
+                    cv_kv *k) {
+    if (cv_kv_str(k, "general.architecture", k->arch) < 0) return -1;
+    if (plan && a->params_head && a->params_head(hp, config, k) < 0) return -1;
+    if (cv_kv_str(k, "general.type", "model") < 0) return -1;
     cv_params pc = cv_count_params(plan);
     cv_name_parts np = {0};
     const char *nop = cv_json_str(json_object_get(config, "_name_or_path"));

@@ -265,6 +265,8 @@ static int add_single(builder *b, const cv_tmap *m, int64_t st_i, int64_t bid, b
                              "tensor %s has %lld rows, not a multiple of 2 x %u heads", t->name,
                              (long long)t->shape[0], n_head);
         }
+    } else if ((m->flags & CV_T_NORM_SHIFT) && !bias) {
+        xform = CV_X_NORM_SHIFT;
     } else if ((m->flags & CV_T_CONV1D) && !bias && t->n_dims == 2) {
         xform = CV_X_TRANSPOSE;
         hf[0] = t->shape[1];
@@ -379,6 +381,23 @@ static int add_rope_freqs(builder *b) {
     return 0;
 }
 
+/* The architecture's generated tensors (Phi-3's LongRoPE factors), in its
+ * order, before everything else as llama.cpp writes them. */
+static int add_generated(builder *b) {
+    if (!b->a->extra_tensors) return 0;
+    cv_gen_tensor g[CV_MAX_GEN] = {{0}};
+    int n = b->a->extra_tensors(b->config, b->hp, g, b->err), rc = n < 0 ? -1 : 0;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && add_out(b, strdup(g[i].name), &g[i].n, 1, 0, CV_X_NONE, NULL, 0, "rope_scaling") == 0) {
+            b->p->t[b->p->n - 1].gen = g[i].data;
+            continue;
+        }
+        rc = -1;
+        free(g[i].data);
+    }
+    return rc;
+}
+
 static int build(builder *b) {
     if (cv_f8_config(b->config, &b->fp8, b->p->block, b->err) < 0 || find_aux(b) < 0) return -1;
     b->p->outtype = b->p->outtype == CV_OUT_AUTO ? resolve_auto(b) : b->p->outtype;
@@ -391,7 +410,7 @@ static int build(builder *b) {
         if (!(b->slots = malloc(n * sizeof *b->slots))) return kiln_fail(b->err, NULL, NULL, -1, "out of memory");
         for (uint64_t i = 0; i < n; i++) b->slots[i] = -1;
     }
-    if (add_rope_freqs(b) < 0) return -1;
+    if (add_rope_freqs(b) < 0 || add_generated(b) < 0) return -1;
     for (uint64_t i = 0; i < b->st->n; i++)
         if (!b->aux[i] && visit(b, (int64_t)i) < 0) return -1;
     return check_complete(b);

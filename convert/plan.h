@@ -24,6 +24,7 @@ enum cv_xform {
     CV_X_NONE,      /* parts' bytes in order (one part, or stacked experts) */
     CV_X_PERMUTE,   /* llama q/k: rows regrouped within n_head groups */
     CV_X_TRANSPOSE, /* GPT-2 Conv1D */
+    CV_X_NORM_SHIFT, /* Gemma norms: w + 1, rounded to the source dtype */
 };
 
 typedef struct cv_part {

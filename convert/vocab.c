@@ -48,6 +48,10 @@ int cv_vocab_write(const cv_arch *a, cv_source *src, const cv_tok_files *f, json
     }
     int r = 0;
     if (a->flags & CV_A_VOCAB_SPM) r = cv_vocab_spm(src, f, hparams, k);
+    if (a->flags & CV_A_VOCAB_PHI3) r = cv_vocab_phi3(src, f, hparams, pre_override, k);
+    /* Gemma: after a tokenizer.model vocab only */
+    if (r > 0 && (a->flags & CV_A_NO_SPACE_PREFIX) && cv_kv_bool(k, "tokenizer.ggml.add_space_prefix", false) < 0)
+        return -1;
     if (r == 0 && (a->flags & CV_A_VOCAB_LLAMA_HF)) r = cv_vocab_llama_hf(src, f, k);
     if (r == 0) r = cv_vocab_gpt2(src, f, hparams, pre_override, k);
     if (r == 0)

@@ -91,6 +91,7 @@ int cv_vocab_write(const cv_arch *a, cv_source *src, const cv_tok_files *f, json
 /* The exporters; each returns 1 when it wrote the vocab, 0 when the
  * model's files are not its kind, -1 on error. */
 int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *k);
+int cv_vocab_phi3(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k);
 int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k);
 int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k);
 

@@ -5,7 +5,9 @@
  * types map UNKNOWN/CONTROL/UNUSED/BYTE through and everything else to
  * NORMAL, then added_tokens.json and tokenizer_config.json's
  * added_tokens_decoder overwrite their ids as USER_DEFINED or CONTROL
- * tokens with score -1000. */
+ * tokens with score -1000. Phi-3 (cv_vocab_phi3) has its own rule for
+ * those (apply_phi3_added), or a GPT-2 vocab when its tokenizer_class
+ * says so. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,37 @@ static int apply_added_tokens(cv_tokens *t, json_t *added, kiln_err *err) {
     return 0;
 }
 
+/* Phi-3's rule for added tokens (Phi3MiniModel.set_vocab), applied to
+ * tokenizer_config.json's added_tokens_decoder and then tokenizer.json's
+ * added_tokens: the text as given, USER_DEFINED, CONTROL when "special"
+ * is set (no guess from the text, no U+2581 rewrite), score -1000.
+ * `keyed`: an object keyed by id; else an array of entries with an "id". */
+static int apply_phi3_added(cv_tokens *t, json_t *entries, bool keyed, const char *fname, kiln_err *err) {
+    size_t n = keyed ? json_object_size(entries) : json_array_size(entries);
+    void *it = keyed ? json_object_iter(entries) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = keyed ? json_object_iter_value(it) : json_array_get(entries, i);
+        int64_t id = -1;
+        if (keyed) {
+            char *end;
+            id = strtoll(json_object_iter_key(it), &end, 10);
+            if (*end) id = -1;
+            it = json_object_iter_next(entries, it);
+        } else if (!cv_json_int(json_object_get(v, "id"), &id)) {
+            id = -1;
+        }
+        const char *content = cv_json_str(json_object_get(v, "content"));
+        if (id < 0 || !content) return kiln_fail(err, fname, "added tokens", -1, "entry %zu has no id or content", i);
+        if ((uint64_t)id >= t->n)
+            return kiln_fail(err, fname, "added tokens", -1, "id %lld is past the vocabulary of %llu", (long long)id,
+                             (unsigned long long)t->n);
+        if (cv_tokens_set(t, (uint64_t)id, content, strlen(content), err) < 0) return -1;
+        t->scores[id] = -1000.0f;
+        t->types[id] = cv_json_truthy(json_object_get(v, "special")) ? CV_TOK_CONTROL : CV_TOK_USER_DEFINED;
+    }
+    return 0;
+}
+
 static int apply_decoder(cv_tokens *t, json_t *dec, kiln_err *err) {
     const char *key;
     json_t *v;
@@ -80,10 +113,14 @@ static int apply_decoder(cv_tokens *t, json_t *dec, kiln_err *err) {
     return 0;
 }
 
-int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *k) {
+/* The vocab with llama's rules for added tokens, or Phi-3's. */
+static int spm_vocab(cv_source *src, const cv_tok_files *f, json_t *hparams, bool phi3, cv_kv *k) {
     char *buf = NULL;
     size_t len = 0;
     int got = cv_source_read_all(src, "tokenizer.model", &buf, &len, k->err);
+    if (got == 0 && phi3)
+        return kiln_fail(k->err, src->path, "tokenizer.model", -1, "missing (Phi-3 needs it unless tokenizer_class "
+                                                                   "is GPT2Tokenizer)");
     if (got <= 0) return got;
     cv_spm spm;
     if (cv_spm_parse((const uint8_t *)buf, len, "tokenizer.model", &spm, k->err) < 0) {
@@ -109,7 +146,11 @@ int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *
     }
     if (rc == 0 && json_is_object(f->added_tokens)) rc = apply_added_tokens(&t, f->added_tokens, k->err);
     json_t *dec = f->tokenizer_config ? json_object_get(f->tokenizer_config, "added_tokens_decoder") : NULL;
-    if (rc == 0 && json_is_object(dec)) rc = apply_decoder(&t, dec, k->err);
+    json_t *added = f->tokenizer ? json_object_get(f->tokenizer, "added_tokens") : NULL;
+    if (rc == 0 && phi3 && json_is_object(dec))
+        rc = apply_phi3_added(&t, dec, true, "tokenizer_config.json", k->err);
+    if (rc == 0 && phi3 && json_is_array(added)) rc = apply_phi3_added(&t, added, false, "tokenizer.json", k->err);
+    if (rc == 0 && !phi3 && json_is_object(dec)) rc = apply_decoder(&t, dec, k->err);
     if (rc == 0) rc = cv_kv_str(k, "tokenizer.ggml.model", "llama");
     if (rc == 0) rc = cv_kv_str(k, "tokenizer.ggml.pre", "default");
     if (rc == 0) rc = cv_tokens_write(&t, k);
@@ -118,4 +159,15 @@ int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *
     cv_spm_free(&spm);
     free(buf);
     return rc < 0 ? -1 : 1;
+}
+
+int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *k) {
+    return spm_vocab(src, f, hparams, false, k);
+}
+
+int cv_vocab_phi3(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k) {
+    json_t *cls = f->tokenizer_config ? json_object_get(f->tokenizer_config, "tokenizer_class") : NULL;
+    const char *name = cv_json_str(cls);
+    if (name && !strcmp(name, "GPT2Tokenizer")) return cv_vocab_gpt2(src, f, hparams, pre_override, k);
+    return spm_vocab(src, f, hparams, true, k);
 }

@@ -90,7 +90,8 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
      * batches of 2+ tokens, else to ggml_vec_dot_f32 */
     const int64_t n_kv = kiln_kv_view(n_past + n);
     const bool tinyblas = n >= 2 && n_kv % 16 == 0 && hd % 4 == 0, exact = c->p.mode == KILN_NUM_EXACT;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = kiln_attn_scale(hp), cap = hp->attn_softcap;
+    const bool swa = kiln_layer_slides(hp, il);
     const kiln_kv_cache *kv = &c->kv;
     /* threads only pay off once there is real work */
     const double work = (double)n * (double)nh * (double)n_kv * (double)hd;
@@ -98,21 +99,29 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     for (int64_t job = 0; job < n * nh; job++) {
         const int64_t t = job / nh, h = job % nh, off = (h / group) * hd;
         const int64_t n_att = n_past + t + 1; /* causal: itself and before */
+        const int64_t lo = swa ? kiln_window_start(hp, n_past + t) : 0; /* sliding: masked below */
         float *s = c->work + (int64_t)omp_get_thread_num() * c->work_stride, *acc = s + kiln_kv_view(c->n_ctx);
         const float *qh = c->q + t * n_q + h * hd;
         float *o = c->att + t * n_q + h * hd;
         if (exact) {
             for (int64_t j = 0; j < n_att; j++) s[j] = dot_exact(qh, kiln_kv_k(kv, il, j) + off, hd);
+            kiln_mask_scores(s, lo, n_att, cap);
             kiln_softmax(s, n_att, scale, KILN_NUM_EXACT);
             kqv_exact(kv, il, off, s, n_att, hd, o);
             continue;
         }
         for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot(qh, kiln_kv_k(kv, il, j) + off, hd);
         for (int64_t j = n_att; j < n_kv; j++) s[j] = -INFINITY;
+        kiln_mask_scores(s, lo, n_att, cap);
         kiln_softmax(s, n_kv, scale, KILN_NUM_GGML);
         if (tinyblas) kqv_tinyblas(kv, il, off, s, n_att, hd, acc, o);
         else kqv_vecdot(kv, il, off, s, n_att, n_kv, hd, acc, o);
     }
+}
+
+void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap) {
+    if (cap != 0.0f) kiln_softcap(s + lo, n_att - lo, cap);
+    for (int64_t j = 0; j < lo; j++) s[j] = -INFINITY;
 }
 
 /* Applies a per-head RMS norm (qwen3's q_norm / k_norm) to n rows of
@@ -122,11 +131,14 @@ static void head_norm(float *x, const kiln_tensor *w, int64_t n, int64_t n_heads
     for (int64_t i = 0; i < n * n_heads; i++) kiln_rms_norm(x + i * hd, (const float *)w->data, x + i * hd, hd, eps);
 }
 
-static void rope_rows(const kiln_ctx *c, float *x, int64_t n, int64_t n_heads, int64_t hd) {
+/* RoPE of block il: the sliding layers of a gemma have their own base. */
+static void rope_rows(const kiln_ctx *c, int64_t il, float *x, int64_t n, int64_t n_heads, int64_t hd) {
     if (c->rope.n_rot == 0) return;
+    const bool swa = kiln_layer_slides(&c->m->hp, il);
+    const kiln_rope *r = swa ? &c->rope_swa : &c->rope;
+    const float *cs = swa ? c->rope_cs_swa : c->rope_cs;
     for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < n_heads; h++)
-            kiln_rope_head(&c->rope, c->rope_cs + t * c->rope.n_rot, x + (t * n_heads + h) * hd);
+        for (int64_t h = 0; h < n_heads; h++) kiln_rope_head(r, cs + t * r->n_rot, x + (t * n_heads + h) * hd);
 }
 
 /* gpt2's fused projection: rows of [q | k | v], split into c->q and the
@@ -164,8 +176,10 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     }
     head_norm(c->q, L->attn_q_norm, n, hp->n_head, hd, hp->norm_eps);
     head_norm(k, L->attn_k_norm, n, hp->n_head_kv, hd, hp->norm_eps);
-    rope_rows(c, c->q, n, hp->n_head, hd);
-    rope_rows(c, k, n, hp->n_head_kv, hd);
+    rope_rows(c, il, c->q, n, hp->n_head, hd);
+    rope_rows(c, il, k, n, hp->n_head_kv, hd);
+    if (hp->attn_scale != 0.0f) /* gemma: ggml_scale(Qcur, f_attention_scale) */
+        for (int64_t i = 0; i < n * n_q; i++) c->q[i] *= hp->attn_scale;
     if (c->p.attention != KILN_ATTN_F32) { /* the F16 cache */
         kiln_f16_round(k, k, n * n_kv);
         kiln_f16_round(v, v, n * n_kv);

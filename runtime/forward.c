@@ -29,11 +29,14 @@ static int alloc_scratch(kiln_ctx *c) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t b = c->n_batch, d = hp->n_embd;
     const int64_t n_q = hp->head_dim * hp->n_head, n_qkv = n_q + 2 * hp->head_dim * hp->n_head_kv;
-    const int64_t n_ff = max64(hp->n_ff, max64(hp->n_ff_exp, hp->n_ff_shexp));
+    /* phi3's fused ffn_up gives 2 * n_ff per token */
+    const int64_t n_ff = max64(hp->n_ff * (hp->arch == KILN_ARCH_PHI3 ? 2 : 1), max64(hp->n_ff_exp, hp->n_ff_shexp));
     const int64_t k = hp->n_expert_used;
-    float **bufs[] = {&c->x, &c->xn, &c->q, &c->att, &c->tmp, &c->ff_a, &c->ff_b, &c->rope_cs, &c->work};
+    float **bufs[] = {&c->x, &c->xn, &c->q, &c->att, &c->tmp, &c->ff_a, &c->ff_b, &c->rope_cs, &c->rope_cs_swa,
+                      &c->work};
     const int64_t sizes[] = {b * d, b * d, b * n_q, b * n_q, b * max64(d, n_qkv), b * n_ff, b * n_ff,
-                             b * max64(hp->n_rot, 1), (int64_t)c->n_threads * c->work_stride};
+                             b * max64(hp->n_rot, 1), hp->n_swa > 0 ? b * max64(hp->n_rot, 1) : 1,
+                             (int64_t)c->n_threads * c->work_stride};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!(*bufs[i] = malloc((size_t)sizes[i] * sizeof(float)))) return -1;
     if (hp->n_expert == 0) return 0;
@@ -77,7 +80,12 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
     c->rope = (kiln_rope){.n_rot = hp->n_rot, .neox = hp->rope_neox, .freq_base = hp->rope_freq_base,
                           .freq_scale = hp->rope_freq_scale,
                           .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
-                          .mode = c->p.mode};
+                          .attn_factor = hp->rope_attn_factor, .mode = c->p.mode};
+    /* phi3 LongRoPE: llama.cpp picks the factors by its padded context */
+    const kiln_tensor *lr = kiln_kv_view(c->n_ctx) > hp->n_ctx_orig ? m->rope_long : m->rope_short;
+    if (lr) c->rope.freq_factors = (const float *)lr->data;
+    c->rope_swa = c->rope;
+    c->rope_swa.freq_base = hp->rope_freq_base_swa;
     if (kiln_kv_init(&c->kv, hp->n_layer, c->n_ctx, hp->head_dim * hp->n_head_kv, err) < 0) goto fail;
     if (alloc_scratch(c) < 0) {
         kiln_fail(err, NULL, "n_ctx", -1, "out of memory for the buffers of %lld positions",
@@ -94,7 +102,7 @@ void kiln_ctx_free(kiln_ctx *c) {
     if (!c) return;
     kiln_kv_free(&c->kv);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
-                    c->rope_cs, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
+                    c->rope_cs, c->rope_cs_swa, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
                     c->ex_out, c->ex_round, c->slot_out, c->sh_gate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
@@ -143,36 +151,49 @@ static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor
 
 int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
+    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3) return kiln_gemma_block(c, il, n, err);
     const kiln_layer *L = &c->m->layers[il];
     const int64_t d = hp->n_embd;
     norm_rows(c, L->attn_norm, L->attn_norm_b, c->x, c->xn, n);
     if (kiln_attention_block(c, il, n, err) < 0) return -1;
+    kiln_scale_rows(c->tmp, n * d, hp->residual_scale); /* granite */
     kiln_vec_add(c->x, c->tmp, n * d);
     norm_rows(c, L->ffn_norm, L->ffn_norm_b, c->x, c->xn, n);
     int r = L->ffn_gate_inp ? kiln_moe_block(c, il, c->xn, n, c->tmp, err)
                             : kiln_ffn(c, L->ffn_gate, L->ffn_gate_b, L->ffn_up, L->ffn_up_b, L->ffn_down,
                                        L->ffn_down_b, c->xn, n, c->tmp, err);
     if (r < 0) return -1;
+    kiln_scale_rows(c->tmp, n * d, hp->residual_scale);
     kiln_vec_add(c->x, c->tmp, n * d);
     return 0;
 }
 
 void kiln_fwd_embed(kiln_ctx *c, const int32_t *tokens, int64_t n) {
     embed(c, tokens, n);
+    if (c->m->hp.arch == KILN_ARCH_GEMMA2 || c->m->hp.arch == KILN_ARCH_GEMMA3) kiln_gemma_scale_embd(c, c->x, n);
+    kiln_scale_rows(c->x, n * c->m->hp.n_embd, c->m->hp.embd_scale); /* granite */
 }
 
 void kiln_fwd_positions(kiln_ctx *c, int64_t n) {
-    for (int64_t t = 0; t < n && c->rope.n_rot > 0; t++)
+    for (int64_t t = 0; t < n && c->rope.n_rot > 0; t++) {
         kiln_rope_angles(&c->rope, c->n_past + t, c->rope_cs + t * c->rope.n_rot);
+        if (c->m->hp.n_swa > 0) kiln_rope_angles(&c->rope_swa, c->n_past + t, c->rope_cs_swa + t * c->rope.n_rot);
+    }
 }
 
 int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
     const kiln_model *m = c->m;
     if (!logits && !(c->p.hook && c->p.hook_output)) return 0;
     norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
-    return kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err);
+    if (kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err) < 0) return -1;
+    if (logits && m->hp.final_softcap != 0.0f) kiln_softcap(logits, n * m->hp.n_vocab, m->hp.final_softcap);
+    if (logits) kiln_granite_logits(&m->hp, logits, n);
+    return 0;
 }
 
+/* Evaluates n <= n_batch tokens at positions n_past.. and advances n_past:
+ * the token-major order. runtime/layer_major.c runs the same steps with
+ * the loops over layers and sequences swapped. */
 static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
     kiln_fwd_embed(c, tokens, n);
     kiln_fwd_positions(c, n);

@@ -10,6 +10,8 @@
 #ifndef KILN_FORWARD_IMPL_H
 #define KILN_FORWARD_IMPL_H
 
+#include <math.h>
+
 #include "kv_cache.h"
 #include "ops.h"
 #include "runtime.h"
@@ -20,6 +22,7 @@ struct kiln_ctx {
     int64_t n_ctx, n_past, n_batch;
     kiln_kv_cache kv;
     kiln_rope rope;
+    kiln_rope rope_swa; /* the sliding layers' (gemma), else unused */
     int n_threads;     /* attention workers; work holds a slice for each */
 
     float *x;          /* residual stream, n_embd per token */
@@ -29,6 +32,7 @@ struct kiln_ctx {
     float *tmp;        /* a block's output (or fused qkv), max(n_embd, qkv) */
     float *ff_a, *ff_b; /* FFN hidden activations, largest FFN width */
     float *rope_cs;    /* RoPE (cos, sin) of each token, n_rot */
+    float *rope_cs_swa; /* the same with rope_swa, when the model slides */
     float *work;       /* per worker: kiln_kv_view(n_ctx) attention weights, then 64 rows
                         * of head_dim partial sums, or the flash kernel's
                         * tiles (work_stride floats) */
@@ -47,6 +51,11 @@ struct kiln_ctx {
     float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
 };
 
+/* The steps of evaluating n <= n_batch tokens at positions n_past..:
+ * embed them into c->x; compute their RoPE angles; run block il on c->x
+ * (in place, for every layer in turn); then the final norm and output
+ * projection into logits (n x n_vocab; NULL: only the output hook, when
+ * one is set for it). The caller advances n_past. */
 void kiln_fwd_embed(kiln_ctx *c, const int32_t *tokens, int64_t n);
 void kiln_fwd_positions(kiln_ctx *c, int64_t n);
 int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
@@ -79,10 +88,38 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
  * depend on the batch only through the choice of kernel (64+ queries:
  * the tiled one). */
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n);
+/* The score scale inside the softmax: 1/sqrt(head_dim), or 1 when the
+ * queries were scaled already (gemma, phi3), or granite's attention.scale. */
+static inline float kiln_attn_scale(const kiln_hparams *hp) {
+    return hp->attn_scale != 0.0f ? 1.0f : hp->kq_scale != 0.0f ? hp->kq_scale : 1.0f / sqrtf((float)hp->head_dim);
+}
+
+/* x[i] *= s for n values, unless s is 0 (granite.c). */
+void kiln_scale_rows(float *x, int64_t n, float s);
+/* Granite: n rows of logits times 1/logit_scale (when set). */
+void kiln_granite_logits(const kiln_hparams *hp, float *logits, int64_t n);
+
+/* The first cell a sliding layer's query at pos sees (llama.cpp's
+ * standard SWA: masked when pos - p >= n_swa). */
+static inline int64_t kiln_window_start(const kiln_hparams *hp, int64_t pos) {
+    return pos - hp->n_swa + 1 > 0 ? pos - hp->n_swa + 1 : 0;
+}
+
+/* Raw scores s[0..n_att) of one query: soft-capped (cap != 0) as ggml's
+ * non-flash graph does, then -INFINITY below the window start lo. */
+void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap);
+
 /* kiln_attend's KILN_ATTN_LLAMACPP path (attention_flash.c). */
 void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);
 /* Floats of c->work each worker of kiln_attend_flash needs. */
 int64_t kiln_attend_flash_scratch(int64_t head_dim);
+
+/* Gemma's block il (gemma.c): four RMS norms around attention and a GELU
+ * gated FFN. */
+int kiln_gemma_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+
+/* Gemma's embedding scale, x *= sqrt(n_embd) over n rows (gemma.c). */
+void kiln_gemma_scale_embd(const kiln_ctx *c, float *x, int64_t n);
 
 /* Dense FFN of x (n rows) into out: SwiGLU when gate is set, else GELU
  * (gpt2). Biases may be NULL. Uses c->ff_a / c->ff_b. */

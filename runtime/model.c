@@ -8,12 +8,14 @@
  *
  * Deliberately refused rather than approximated: per-layer head counts or
  * FFN sizes, value heads of another size than key heads, and RoPE scaling
- * other than none/linear (YaRN, LongRoPE). */
+ * types other than none/linear (YaRN; phi3's LongRoPE is not a type but
+ * factor tensors and rope.scaling.attn_factor, which are applied). */
 #include "model.h"
 
 #include "../core/types.h"
 #include "../codec/codec.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@ static const struct {
     {"llama", KILN_ARCH_LLAMA},       {"qwen2", KILN_ARCH_QWEN2},
     {"qwen3", KILN_ARCH_QWEN3},       {"qwen2moe", KILN_ARCH_QWEN2MOE},
     {"qwen3moe", KILN_ARCH_QWEN3MOE}, {"gpt2", KILN_ARCH_GPT2},
+    {"gemma2", KILN_ARCH_GEMMA2},     {"gemma3", KILN_ARCH_GEMMA3},
+    {"phi3", KILN_ARCH_PHI3},         {"granite", KILN_ARCH_GRANITE},
 };
 
 /* What the lookups below share; `failed` lets a whole table of lookups
@@ -103,6 +107,11 @@ static int read_rope(loader *L, kiln_hparams *hp) {
     if (r == 0) r = get_float(L, "rope.scale_linear", &factor);
     if (r < 0) return -1;
     hp->rope_freq_scale = (factor == 0.0f || none) ? 1.0f : 1.0f / factor;
+    hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (get_float(L, "rope.scaling.attn_factor", &hp->rope_attn_factor) < 0 ||
+        get_int(L, "rope.scaling.original_context_length", &hp->n_ctx_orig) < 0)
+        return -1;
     return 0;
 }
 
@@ -119,7 +128,7 @@ static int read_arch(loader *L, kiln_hparams *hp) {
         }
     }
     return kiln_fail(L->err, L->path, "general.architecture", -1,
-                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2)",
+                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2, gemma3, phi3, granite)",
                      (int)(name.len > 64 ? 64 : name.len), name.ptr);
 }
 
@@ -149,6 +158,30 @@ static int read_experts(loader *L, kiln_hparams *hp) {
     hp->expert_weights_norm = hp->arch != KILN_ARCH_QWEN2MOE;
     if (hp->n_expert > 0 && hp->n_ff_exp <= 0)
         return kiln_fail(L->err, L->path, "expert_feed_forward_length", -1, "missing");
+    return 0;
+}
+
+/* Gemma 2 and 3 as llama.cpp's loaders read them (src/models/gemma2.cpp,
+ * gemma3.cpp): the window (gemma2 defaults to 4096 and always slides;
+ * gemma3 slides only with a window), its layer period (2 and 6), the
+ * sliding layers' RoPE base (gemma2: the global one; gemma3: 10000), the
+ * soft-caps, and the query scale 1/sqrt(head_dim), or
+ * 1/sqrt(n_embd/n_head) for the 27B sizes (46 and 62 layers). */
+static int read_gemma(loader *L, kiln_hparams *hp) {
+    const bool g2 = hp->arch == KILN_ARCH_GEMMA2;
+    hp->n_swa = g2 ? 4096 : 0;
+    hp->swa_period = g2 ? 2 : 6;
+    hp->rope_freq_base_swa = g2 ? hp->rope_freq_base : 10000.0f;
+    if (get_int(L, "attention.sliding_window", &hp->n_swa) < 0 ||
+        get_int(L, "attention.sliding_window_pattern", &hp->swa_period) < 0 ||
+        get_float(L, "rope.freq_base_swa", &hp->rope_freq_base_swa) < 0 ||
+        get_float(L, "final_logit_softcapping", &hp->final_softcap) < 0)
+        return -1;
+    if (g2 && get_float(L, "attn_logit_softcapping", &hp->attn_softcap) < 0) return -1;
+    if (hp->n_swa < 0 || hp->swa_period < 0)
+        return kiln_fail(L->err, L->path, "attention.sliding_window", -1, "negative window or period");
+    const bool is_27b = hp->n_layer == (g2 ? 46 : 62);
+    hp->attn_scale = 1.0f / sqrtf((float)(is_27b ? hp->n_embd / hp->n_head : hp->head_dim));
     return 0;
 }
 
@@ -184,14 +217,28 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
             return kiln_fail(L->err, L->path, "attention.layer_norm_rms_epsilon", -1, "missing");
         hp->n_rot = hp->head_dim;
         if (get_int(L, "rope.dimension_count", &hp->n_rot) < 0) return -1;
-        /* every supported builder asserts n_rot == head size */
-        if (hp->n_rot != hp->head_dim)
+        /* every supported builder but phi3's (partial rotary factor)
+         * asserts n_rot == head size */
+        if (hp->arch == KILN_ARCH_PHI3 ? hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2
+                                       : hp->n_rot != hp->head_dim)
             return kiln_fail(L->err, L->path, "rope.dimension_count", -1,
                              "%lld differs from the head size %lld", (long long)hp->n_rot,
                              (long long)hp->head_dim);
-        hp->rope_neox = hp->arch != KILN_ARCH_LLAMA;
+        hp->rope_neox = hp->arch != KILN_ARCH_LLAMA && hp->arch != KILN_ARCH_GRANITE;
         if (read_rope(L, hp) < 0) return -1;
     }
+    if ((hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3) && read_gemma(L, hp) < 0) return -1;
+    /* phi3: ggml_scale(Qcur, 1/sqrt(head_dim)) before attention; its
+     * sliding_window is ignored, as llama.cpp disables Phi SWA */
+    if (hp->arch == KILN_ARCH_PHI3) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    /* granite: logit_scale required, the other multipliers optional, as
+     * llama.cpp's loader reads them */
+    if (hp->arch == KILN_ARCH_GRANITE &&
+        (get_float(L, "embedding_scale", &hp->embd_scale) < 0 || get_float(L, "residual_scale", &hp->residual_scale) < 0 ||
+         get_float(L, "attention.scale", &hp->kq_scale) < 0))
+        return -1;
+    if (hp->arch == KILN_ARCH_GRANITE && get_float(L, "logit_scale", &hp->logit_scale) != 1)
+        return kiln_fail(L->err, L->path, "logit_scale", -1, "missing key granite.logit_scale");
     return read_experts(L, hp);
 }
 
@@ -252,9 +299,9 @@ static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_la
     const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
     y->attn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
     y->attn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_norm.bias", (long long)i);
-    if (gpt2) {
+    if (gpt2 || hp->arch == KILN_ARCH_PHI3) {
         y->wqkv = find(L, REQ, n_embd, n_q + 2 * n_kv, 1, "blk.%lld.attn_qkv.weight", (long long)i);
-        y->bqkv = find(L, VEC | REQ, n_q + 2 * n_kv, 1, 1, "blk.%lld.attn_qkv.bias", (long long)i);
+        y->bqkv = find(L, VEC | (gpt2 ? REQ : OPT), n_q + 2 * n_kv, 1, 1, "blk.%lld.attn_qkv.bias", (long long)i);
     } else {
         y->wq = find(L, REQ, n_embd, n_q, 1, "blk.%lld.attn_q.weight", (long long)i);
         y->wk = find(L, REQ, n_embd, n_kv, 1, "blk.%lld.attn_k.weight", (long long)i);
@@ -265,7 +312,9 @@ static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_la
     }
     y->wo = find(L, REQ, n_q, n_embd, 1, "blk.%lld.attn_output.weight", (long long)i);
     y->bo = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_output.bias", (long long)i);
-    if (hp->arch == KILN_ARCH_QWEN3 || hp->arch == KILN_ARCH_QWEN3MOE) {
+    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3)
+        y->attn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_attention_norm.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_QWEN3 || hp->arch == KILN_ARCH_QWEN3MOE || hp->arch == KILN_ARCH_GEMMA3) {
         y->attn_q_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
         y->attn_k_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
     }
@@ -276,12 +325,17 @@ static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y
     const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
     y->ffn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
     y->ffn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_norm.bias", (long long)i);
+    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3)
+        y->ffn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_ffw_norm.weight", (long long)i);
     if (hp->n_expert == 0) {
-        if (!gpt2) y->ffn_gate = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
-        y->ffn_up = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
+        /* phi3: gate and up fused in ffn_up, rows [gate | up] */
+        const bool fused = hp->arch == KILN_ARCH_PHI3;
+        if (!gpt2 && !fused) y->ffn_gate = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
+        y->ffn_up = find(L, REQ, n_embd, fused ? 2 * n_ff : n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
         y->ffn_down = find(L, REQ, n_ff, n_embd, 1, "blk.%lld.ffn_down.weight", (long long)i);
         if (!gpt2) y->ffn_gate_b = find(L, VEC | OPT, n_ff, 1, 1, "blk.%lld.ffn_gate.bias", (long long)i);
-        y->ffn_up_b = find(L, VEC | (gpt2 ? REQ : OPT), n_ff, 1, 1, "blk.%lld.ffn_up.bias", (long long)i);
+        y->ffn_up_b = find(L, VEC | (gpt2 ? REQ : OPT), fused ? 2 * n_ff : n_ff, 1, 1, "blk.%lld.ffn_up.bias",
+                           (long long)i);
         y->ffn_down_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_down.bias", (long long)i);
         return;
     }
@@ -309,10 +363,16 @@ static int find_tensors(loader *L, kiln_model *m) {
     if (gpt2) m->pos_embd = find(L, REQ, n_embd, hp->n_ctx_train, 1, "position_embd.weight");
     m->output_norm = find(L, VEC | REQ, n_embd, 1, 1, "output_norm.weight");
     m->output_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "output_norm.bias");
-    m->output = find(L, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
+    /* gemma2's loader always ties the output to token_embd */
+    if (hp->arch != KILN_ARCH_GEMMA2)
+        m->output = find(L, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
     if (!m->output) m->output = m->tok_embd; /* tied embeddings */
-    if (hp->arch == KILN_ARCH_LLAMA)
+    if (hp->arch == KILN_ARCH_LLAMA || hp->arch == KILN_ARCH_GRANITE)
         m->rope_freqs = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_freqs.weight");
+    if (hp->arch == KILN_ARCH_PHI3) {
+        m->rope_long = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_long.weight");
+        m->rope_short = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_short.weight");
+    }
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return kiln_fail(L->err, L->path, NULL, -1, "out of memory");
     for (int64_t i = 0; i < hp->n_layer && !L->failed; i++) {

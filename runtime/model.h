@@ -2,7 +2,8 @@
  *
  * kiln_model_load() opens a GGUF (split or not) that kiln or llama.cpp
  * wrote for one of the supported architectures (llama and mistral incl.
- * mixtral-style experts, qwen2, qwen3, qwen2moe, qwen3moe, gpt2), reads the
+ * mixtral-style experts, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2,
+ * gemma3, phi3, granite), reads the
  * hyper-parameters llama.cpp reads, and resolves every weight to a tensor
  * in the mapping (nothing is copied). Missing or mis-shaped tensors are
  * errors naming the tensor. */
@@ -22,6 +23,10 @@ typedef enum kiln_arch {
     KILN_ARCH_QWEN2MOE,
     KILN_ARCH_QWEN3MOE,
     KILN_ARCH_GPT2,
+    KILN_ARCH_GEMMA2,
+    KILN_ARCH_GEMMA3,
+    KILN_ARCH_PHI3,     /* fused attn_qkv and ffn_up, LongRoPE factors */
+    KILN_ARCH_GRANITE,  /* llama with Granite's multipliers (granite.c) */
 } kiln_arch;
 
 typedef struct kiln_hparams {
@@ -36,6 +41,18 @@ typedef struct kiln_hparams {
     float rope_freq_base, rope_freq_scale;
     int64_t n_rot;            /* rope.dimension_count; 0: no RoPE (gpt2) */
     bool rope_neox;           /* NEOX (rotate halves) vs normal (pairs) */
+    float rope_attn_factor;   /* rope.scaling.attn_factor: cos and sin scaled by it (1: none) */
+    int64_t n_ctx_orig;       /* rope.scaling.original_context_length (else n_ctx_train) */
+    /* Granite (runtime/granite.c); 0: not applied (kq_scale 0: 1/sqrt(head_dim)) */
+    float embd_scale, residual_scale, logit_scale, kq_scale;
+    /* Gemma (runtime/gemma.c): sliding-window layers, soft-caps, query scale */
+    int64_t n_swa;            /* window of the sliding layers; 0: none */
+    int64_t swa_period;       /* layer il slides when il % period < period - 1 */
+    float rope_freq_base_swa; /* RoPE base of the sliding layers */
+    float attn_softcap, final_softcap; /* c * tanh(x / c) of scores / logits; 0: none */
+    float attn_scale;         /* queries scaled by this before attention
+                               * (which then scales by 1); 0: 1/sqrt(head_dim)
+                               * inside the softmax */
 } kiln_hparams;
 
 /* Tensors of one block; NULL where the architecture has none. */
@@ -45,6 +62,7 @@ typedef struct kiln_layer {
     const kiln_tensor *bq, *bk, *bv, *bo, *bqkv;
     const kiln_tensor *attn_q_norm, *attn_k_norm;
     const kiln_tensor *ffn_norm, *ffn_norm_b;
+    const kiln_tensor *attn_post_norm, *ffn_post_norm; /* gemma */
     const kiln_tensor *ffn_gate, *ffn_up, *ffn_down, *ffn_gate_b, *ffn_up_b, *ffn_down_b;
     const kiln_tensor *ffn_gate_inp;                                  /* router */
     const kiln_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;   /* 3-D */
@@ -57,8 +75,17 @@ typedef struct kiln_model {
     kiln_tokenizer *tok;
     const kiln_tensor *tok_embd, *pos_embd, *output_norm, *output_norm_b, *output;
     const kiln_tensor *rope_freqs; /* llama 3 rope frequency factors, or NULL */
+    /* phi3 LongRoPE factors (or NULL): long when the context, padded as
+     * llama.cpp pads it, exceeds n_ctx_orig, else short */
+    const kiln_tensor *rope_long, *rope_short;
     kiln_layer *layers;  /* hp.n_layer entries */
 } kiln_model;
+
+/* Whether block il attends through the sliding window (llama.cpp's
+ * set_swa_pattern: period 0 slides everywhere). */
+static inline bool kiln_layer_slides(const kiln_hparams *hp, int64_t il) {
+    return hp->n_swa > 0 && (hp->swa_period == 0 || il % hp->swa_period < hp->swa_period - 1);
+}
 
 kiln_model *kiln_model_load(const char *path, kiln_err *err);
 void kiln_model_free(kiln_model *m);

@@ -56,8 +56,8 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
         for (int64_t i = 0; i < r->n_rot; i += 2) {
             const double ff = r->freq_factors ? r->freq_factors[i / 2] : 1.0;
             const double t = r->freq_scale * ((double)pos * pow(r->freq_base, -(double)i / (double)r->n_rot) / ff);
-            cs[i] = (float)cos(t);
-            cs[i + 1] = (float)sin(t);
+            cs[i] = (float)(cos(t) * r->attn_factor);
+            cs[i + 1] = (float)(sin(t) * r->attn_factor);
         }
         return;
     }
@@ -68,8 +68,8 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
     for (int64_t i = 0; i < r->n_rot; i += 2) {
         const float ff = r->freq_factors ? r->freq_factors[i / 2] : 1.0f;
         const float t = r->freq_scale * (theta / ff);
-        cs[i] = cosf(t);
-        cs[i + 1] = sinf(t);
+        cs[i] = cosf(t) * r->attn_factor; /* ggml: cosf(theta) * mscale */
+        cs[i + 1] = sinf(t) * r->attn_factor;
         theta *= theta_scale;
     }
 }
@@ -396,4 +396,25 @@ void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n) {
     kiln_vec_add(rows, rows + 2 * stride, n);
     kiln_vec_add(rows + stride, rows + 3 * stride, n);
     for (int64_t j = 0; j < n; j++) out[j] = rows[j] + rows[stride + j];
+}
+
+/* ---- Gemma's soft-cap and gated GELU ---------------------------------------- */
+
+void kiln_softcap(float *x, int64_t n, float cap) {
+    /* ggml_scale(1/cap), ggml_tanh, ggml_scale(cap): three roundings */
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * cap;
+}
+
+void kiln_geglu(const float *g, const float *u, float *y, int64_t n, kiln_numeric_mode mode) {
+    float a[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        const int64_t m = n - i0 < 256 ? n - i0 : 256;
+        kiln_gelu(g + i0, a, m, mode);
+        for (int64_t i = 0; i < m; i++) {
+            const int64_t k = i0 + i;
+            /* ggml writes a plain 0 below -10, not 0 * u */
+            y[k] = mode == KILN_NUM_GGML && g[k] <= -10.0f ? 0.0f : a[i] * u[k];
+        }
+    }
 }

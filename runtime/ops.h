@@ -39,6 +39,8 @@ typedef struct kiln_rope {
     bool neox;
     float freq_base, freq_scale;
     const float *freq_factors; /* n_rot/2 divisors of the angles, or NULL */
+    float attn_factor;         /* cos and sin are multiplied by it (ggml's
+                                * mscale); 1 for no scaling */
     kiln_numeric_mode mode;
 } kiln_rope;
 
@@ -65,6 +67,14 @@ void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t
 
 /* y = gelu(x) (tanh form), n values; y may be x. */
 void kiln_gelu(const float *x, float *y, int64_t n, kiln_numeric_mode mode);
+
+/* y = gelu(g) * u over n values as ggml_vec_geglu_f32 (Gemma's FFN):
+ * gelu(g) through kiln_gelu, 0 where g <= -10. y may alias g or u. */
+void kiln_geglu(const float *g, const float *u, float *y, int64_t n, kiln_numeric_mode mode);
+
+/* In place: x = cap * tanh(x / cap), ggml_scale(1/cap), ggml_tanh,
+ * ggml_scale(cap) (Gemma's soft-capping of scores and logits). */
+void kiln_softcap(float *x, int64_t n, float cap);
 
 /* The logistic function as llama.cpp's qwen2moe graph computes it,
  * silu(x) / x (GGML), or in double (EXACT). */

@@ -28,6 +28,8 @@ typedef struct arch_info {
     uint8_t moe, tok;
     bool qkv_bias, qk_norm;
     bool llama3_rope; /* Llama 3.1/3.2 rope_scaling, tied embeddings */
+    bool fused;       /* Phi-3: qkv_proj and gate_up_proj */
+    bool gemma;       /* Gemma 3: four norms per block, GELU gate, windows */
     double norm_eps, rope_theta;
 } arch_info;
 
@@ -52,6 +54,12 @@ static const arch_info ARCH[KILN_TM_ARCH_COUNT] = {
     /* a byte-level BPE vocabulary, as Llama 3's (with the qwen2 split rule) */
     [KILN_TM_LLAMA3] = {"llama3", "LlamaForCausalLM", "llama", "4.46.3", MOE_NONE, KILN_TM_TOK_QWEN,
                         .llama3_rope = true, .norm_eps = 1e-5, .rope_theta = 5e5},
+    /* Phi-3-mini-4k: fused projections, SentencePiece vocab */
+    [KILN_TM_PHI3] = {"phi3", "Phi3ForCausalLM", "phi3", "4.46.3", MOE_NONE, KILN_TM_TOK_SPM, .fused = true,
+                      .norm_eps = 1e-5, .rope_theta = 1e4},
+    /* Gemma 3 text: q/k norms, 5 sliding layers (window 64, base 1e4) to 1 global */
+    [KILN_TM_GEMMA3] = {"gemma3", "Gemma3ForCausalLM", "gemma3_text", "4.50.0", MOE_NONE, KILN_TM_TOK_SPM,
+                        .qk_norm = true, .gemma = true, .norm_eps = 1e-6, .rope_theta = 1e6},
 };
 
 int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out) {
@@ -74,12 +82,12 @@ int kiln_tm_defaults(kiln_tm_config *c, kiln_tm_arch arch, const char *size, kil
     memset(c, 0, sizeof *c);
     c->arch = arch;
     c->dtype = KILN_ST_BF16;
-    c->tie_embeddings = gpt2 || ARCH[arch].llama3_rope;
+    c->tie_embeddings = gpt2 || ARCH[arch].llama3_rope || ARCH[arch].gemma;
     c->experts = moe ? 4 : 0;
     c->experts_used = moe ? 2 : 0;
     if (!size || !*size) {
         /* every row a whole number of 256-wide k-quant blocks, as in the fixtures */
-        c->layers = 2;
+        c->layers = ARCH[arch].gemma ? 6 : 2; /* gemma3: one whole window period */
         c->hidden = 256;
         c->heads = 4;
         c->kv_heads = gpt2 ? 4 : 2;
@@ -220,6 +228,15 @@ static void plan_decoder(const kiln_tm_config *c, plan *p) {
     char pre[96];
     add(p, KILN_TM_EMBED, 1, false, c->vocab, h, "model.embed_tokens.weight");
     for (uint32_t l = 0; l < c->layers; l++) {
+        if (a->fused) { /* rows [q | k | v] and [gate | up] */
+            add(p, KILN_TM_MATRIX, 1, true, q + 2 * kv, h, "model.layers.%u.self_attn.qkv_proj.weight", l);
+            add(p, KILN_TM_MATRIX, 1, false, h, q, "model.layers.%u.self_attn.o_proj.weight", l);
+            add(p, KILN_TM_MATRIX, 1, true, 2 * f, h, "model.layers.%u.mlp.gate_up_proj.weight", l);
+            add(p, KILN_TM_MATRIX, 1, false, h, f, "model.layers.%u.mlp.down_proj.weight", l);
+            add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.input_layernorm.weight", l);
+            add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.post_attention_layernorm.weight", l);
+            continue;
+        }
         for (int i = 0; i < 3; i++) {
             add(p, KILN_TM_MATRIX, 1, true, rows[i], h, "model.layers.%u.self_attn.%s_proj.weight", l, proj[i]);
             if (a->qkv_bias)
@@ -256,6 +273,10 @@ static void plan_decoder(const kiln_tm_config *c, plan *p) {
         }
         add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.input_layernorm.weight", l);
         add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.post_attention_layernorm.weight", l);
+        if (a->gemma) {
+            add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.pre_feedforward_layernorm.weight", l);
+            add(p, KILN_TM_NORM, 0, false, h, -1, "model.layers.%u.post_feedforward_layernorm.weight", l);
+        }
     }
     add(p, KILN_TM_NORM, 0, false, h, -1, "model.norm.weight");
     if (!c->tie_embeddings) add(p, KILN_TM_EMBED, 1, false, c->vocab, h, "lm_head.weight");
@@ -337,7 +358,15 @@ static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
                                          "low_freq_factor", 1.0, "original_max_position_embeddings", 8192,
                                          "rope_type", "llama3"));
     else if (c->arch == KILN_TM_LLAMA || qwen) SET(o, "rope_scaling", json_null());
-    if (!qwen || qwen3 || a->llama3_rope) SET(o, "head_dim", json_integer(c->hidden / c->heads));
+    if ((!qwen || qwen3 || a->llama3_rope) && !a->fused) SET(o, "head_dim", json_integer(c->hidden / c->heads));
+    if (a->fused) { /* Phi-3-mini-4k's keys: no scaling, a window one short of the context */
+        SET(o, "attention_bias", json_false());
+        SET(o, "original_max_position_embeddings", json_integer(c->ctx));
+        SET(o, "rope_scaling", json_null());
+        SET(o, "sliding_window", json_integer((json_int_t)c->ctx - 1));
+        SET(o, "embd_pdrop", json_real(0.0));
+        SET(o, "resid_pdrop", json_real(0.0));
+    }
     if (c->arch == KILN_TM_LLAMA || a->llama3_rope) {
         SET(o, "attention_bias", json_false());
         SET(o, "mlp_bias", json_false());
@@ -350,6 +379,18 @@ static json_t *config_decoder(const kiln_tm_config *c, int bos, int eos) {
         SET(o, "use_sliding_window", json_false());
     }
     if (qwen3) SET(o, "attention_bias", json_false());
+    if (a->gemma) { /* Gemma3TextConfig's keys (hidden_act is read as hidden_activation) */
+        SET(o, "attention_bias", json_false());
+        SET(o, "attn_logit_softcapping", json_null());
+        SET(o, "final_logit_softcapping", json_null());
+        SET(o, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        SET(o, "hidden_act", json_string("gelu_pytorch_tanh"));
+        SET(o, "query_pre_attn_scalar", json_integer(c->hidden / c->heads));
+        SET(o, "rope_local_base_freq", json_real(1e4));
+        SET(o, "rope_scaling", json_null());
+        SET(o, "sliding_window", json_integer(64));
+        SET(o, "sliding_window_pattern", json_integer(6));
+    }
     if (a->moe == MOE_MIXTRAL) {
         SET(o, "num_local_experts", json_integer(c->experts));
         SET(o, "num_experts_per_tok", json_integer(c->experts_used));

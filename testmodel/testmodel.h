@@ -34,7 +34,7 @@
 
 typedef enum kiln_tm_arch {
     KILN_TM_LLAMA, KILN_TM_MISTRAL, KILN_TM_QWEN2, KILN_TM_QWEN3,
-    KILN_TM_MIXTRAL, KILN_TM_QWEN2MOE, KILN_TM_QWEN3MOE, KILN_TM_GPT2, KILN_TM_LLAMA3,
+    KILN_TM_MIXTRAL, KILN_TM_QWEN2MOE, KILN_TM_QWEN3MOE, KILN_TM_GPT2, KILN_TM_LLAMA3, KILN_TM_PHI3, KILN_TM_GEMMA3,
     KILN_TM_ARCH_COUNT
 } kiln_tm_arch;
 
@@ -52,7 +52,7 @@ typedef struct kiln_tm_config {
 } kiln_tm_config;
 
 /* Short names "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2moe",
- * "qwen3moe", "gpt2" (also accepted: "qwen2_moe", "qwen3_moe" and the HF
+ * "qwen3moe", "gpt2", "llama3", "phi3" (also accepted: "qwen2_moe", "qwen3_moe" and the HF
  * class names). Returns 0 and sets *out, or -1 for an unknown name. */
 int kiln_tm_arch_parse(const char *name, kiln_tm_arch *out);
 const char *kiln_tm_arch_name(kiln_tm_arch a);  /* "llama" */
