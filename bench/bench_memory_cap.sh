@@ -66,7 +66,7 @@ if llama_has llama-imatrix; then
     read -r l_s l_peak < "$BENCH_TMP/l.t"
     case $lrc in
     0) awk -v s="$l_s" -v p="$l_peak" -v c="$cap_s" 'BEGIN {
-           printf "  llama-imatrix capped %8.1f s (peak %d MiB); kiln capped is %.2fx faster\n", s, p / 1048576, s / c }' ;;
+           printf "  llama-imatrix capped %8.1f s (peak %d MiB); ratio llama.cpp s / kiln s %.2f\n", s, p / 1048576, s / c }' ;;
     124) echo "  llama-imatrix capped: stopped after ${limit} s (20x kiln's time), unfinished" ;;
     *) echo "  llama-imatrix capped: exit $lrc after ${l_s} s: $(tail -n 1 "$BENCH_TMP/l.log")" ;;
     esac
