@@ -102,9 +102,18 @@ quant_layout() {
 # file whose sha256 FIX/SHA256SUMS holds. Two TAP lines. Arguments after
 # IMX are more quantize options (e.g. --pure, a plain type's overrides).
 preset_agrees() {
-    _fix=$1 _pn=$2 _q=$3 _imx=$4 _f=$2-$3$4.gguf
+    _fix=$1 _pn=$2 _q=$3 _imx=$4
     shift 4
     [ -n "$_imx" ] && set -- "$@" --imatrix "imatrix/$_pn.imatrix.gguf"
+    file_agrees "$_fix" "$_pn" "$_pn-$_q$_imx.gguf" "$_q" "$@"
+}
+
+# file_agrees FIX N FILE TARGET [ARG...]: as preset_agrees, for
+# llama-quantize's FILE made with `ARG... TARGET` (a file not named after
+# its preset).
+file_agrees() {
+    _fix=$1 _pn=$2 _f=$3 _q=$4
+    shift 4
     (cd "$T/$_pn" && "$KILN" quantize --dry-run --json "$@" "gguf/$_pn-f32.gguf" "$_q") > "$T/plan.json"
     jq -r --arg f "$_f" '.tensors[] | [$f, .name, .to] | @tsv' "$T/plan.json" | sort > "$T/kiln.types"
     grep "^$_f	" "$_fix/types.tsv" | sort > "$T/llama.types"

@@ -17,7 +17,6 @@ F=$PWD/tests/fixtures/quant_iq1
 LOGITS="llama-IQ1_M mixtral-IQ1_M qwen2-IQ1_S" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "IQ1_S / IQ1_M agree with llama-quantize"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         imx="--imatrix imatrix/$n.imatrix.gguf"

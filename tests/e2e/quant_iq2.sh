@@ -18,30 +18,15 @@
 F=$PWD/tests/fixtures/quant_iq2
 LOGITS="llama-IQ2_XS mixtral-IQ2_S" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
-# pure_agrees N FILE TARGET [ARG...]: in $T/N (quant_layout), kiln's plan and
-# file for `--pure --imatrix imatrix/N.imatrix.gguf ARG... TARGET` against
-# llama-quantize's FILE. Two TAP lines.
+# pure_agrees N FILE TARGET [ARG...]: lib.sh's file_agrees for
+# `--pure --imatrix imatrix/N.imatrix.gguf ARG... TARGET`.
 pure_agrees() {
-    _pn=$1 _f=$2 _q=$3
+    _pn=$1 _pf=$2 _pq=$3
     shift 3
-    set -- --pure --imatrix "imatrix/$_pn.imatrix.gguf" "$@"
-    (cd "$T/$_pn" && "$KILN" quantize --dry-run --json "$@" "gguf/$_pn-f32.gguf" "$_q") > "$T/plan.json"
-    jq -r --arg f "$_f" '.tensors[] | [$f, .name, .to] | @tsv' "$T/plan.json" | sort > "$T/kiln.types"
-    grep "^$_f	" "$F/types.tsv" | sort > "$T/llama.types"
-    if [ -s "$T/llama.types" ] && cmp -s "$T/kiln.types" "$T/llama.types"; then
-        ok "$_f: every tensor's type is llama-quantize's ($(wc -l < "$T/llama.types") tensors)"
-    else
-        bad "$_f: every tensor's type is llama-quantize's" \
-            "$(diff "$T/llama.types" "$T/kiln.types" | head -5 | tr '\n' ' ')"
-    fi
-    (cd "$T/$_pn" && "$KILN" quantize -q "$@" "gguf/$_pn-f32.gguf" "$_f" "$_q") > /dev/null 2> "$T/err"
-    _want=$(grep " $_f\$" "$F/SHA256SUMS" | cut -d' ' -f1)
-    _got=$(sha256sum < "$T/$_pn/$_f" | cut -d' ' -f1)
-    check "$_f: byte-identical to llama-quantize's file" test -n "$_want" -a "$_got" = "$_want"
+    file_agrees "$F" "$_pn" "$_pf" "$_pq" --pure --imatrix "imatrix/$_pn.imatrix.gguf" "$@"
 }
 
 if need_shared "IQ2_XS and IQ2_S agree with llama.cpp"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         pure_agrees "$n" "$n-IQ2_XS-pure-imx.gguf" IQ2_XS --output-tensor-type q8_0 --token-embedding-type q8_0

@@ -14,7 +14,6 @@ F=$PWD/tests/fixtures/quant_iq3
 LOGITS="llama-IQ3_S mixtral-IQ3_XXS qwen2-IQ3_S" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "IQ3_XXS and IQ3_S agree with llama-quantize --pure"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         preset_agrees "$F" "$n" IQ3_S "" --pure

@@ -13,7 +13,6 @@ F=$PWD/tests/fixtures/quant_iq4xs
 LOGITS="mixtral" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "IQ4_XS agrees with llama-quantize"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         for imx in "" -imx; do preset_agrees "$F" "$n" IQ4_XS "$imx"; done

@@ -13,7 +13,6 @@ F=$PWD/tests/fixtures/quant_legacy
 LOGITS="llama-Q4_1 qwen2-Q5_1" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "legacy presets agree with llama-quantize"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         for q in Q4_0 Q4_1 Q5_0 Q5_1; do

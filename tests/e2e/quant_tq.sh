@@ -15,7 +15,6 @@ F=$PWD/tests/fixtures/quant_tq
 LOGITS="qwen2-TQ1_0 qwen2-TQ2_0 mixtral-MXFP4" # llama.cpp's logits kept (lib.sh runtime_agrees)
 
 if need_shared "TQ1_0, TQ2_0 and MXFP4 agree with llama.cpp"; then
-    g=$(cd "$shared/golden" && pwd)
     for n in llama mixtral qwen2; do
         quant_layout "$n"
         for t in TQ1_0 TQ2_0 MXFP4; do
