@@ -64,7 +64,8 @@ for ARCH in gemma3 gemma2; do
             'meta["gemma2.attn_logit_softcapping"] == 50 and meta["gemma2.final_logit_softcapping"] == 30'
     fi
 
-    tsv="$FX/tokens/$STEM.tsv"
+    tsv="$T/$STEM.tsv"
+    zstd -q -d -f "$FX/tokens/$STEM.tsv.zst" -o "$tsv"
     if tokens_agree "$F32" "$tsv" && [ "$tokens_checked" -eq "$(($(wc -l < "$tsv") - 1))" ]; then
         ok "$ARCH tokenize: llama.cpp's ids ($tokens_checked texts)"
     else
@@ -91,7 +92,8 @@ for ARCH in gemma3 gemma2; do
 
     # IQ2_XXS: kiln's preset picks llama-quantize's types from llama.cpp's
     # imatrix; kiln runs llama.cpp's own IQ2_XXS file to its logits
-    IMX="$FX/$STEM.imatrix.gguf"
+    IMX="$T/$STEM.llama.imatrix.gguf"
+    zstd -q -d -f "$FX/$STEM.imatrix.gguf.zst" -o "$IMX"
     if "$KILN" quantize -q --imatrix "$IMX" "$F32" "$T/$STEM-IQ2_XXS.gguf" IQ2_XXS > /dev/null 2> "$T/err"; then
         "$KILN" inspect "$T/$STEM-IQ2_XXS.gguf" --json > "$T/iq2.json" 2>&1
         got=$(jq -r '.tensors[] | "\(.name) \(.type)"' "$T/iq2.json" | sort | sha256sum | cut -d' ' -f1)
