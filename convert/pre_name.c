@@ -9,7 +9,15 @@
  * models llama.cpp names it after (the regexes are the ones llama.cpp's
  * llama-vocab.cpp quotes as "original regex from tokenizer.json"). Names
  * that share one regex in llama.cpp (qwen2 / stablelm2 / hunyuan, or
- * gpt-2 / mpt / olmo) tokenize identically, so the first name is used. */
+ * gpt-2 / mpt / olmo) tokenize identically, so the first name is used.
+ *
+ * One name depends on more than the pre_tokenizer. llama.cpp's converter
+ * names a vocabulary by hashing the ids it gives a test string, BOS
+ * included, and the Llama-3 tokenizer.json as first published (no
+ * TemplateProcessing adding <|begin_of_text|>; Smaug copied it) hashes to
+ * "smaug-bpe", not "llama-bpe". The two tokenize differently in llama.cpp
+ * (smaug-bpe does not take whole words from the vocabulary before merging),
+ * so the Llama-3 regex without a BOS template is named smaug-bpe here too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -141,6 +149,22 @@ static void one_step(sig *s, json_t *p) {
     }
 }
 
+/* True when a TemplateProcessing step of the post_processor puts a special
+ * token before the sequence (a BOS) in single-sequence encodings. */
+static bool template_adds_bos(json_t *post) {
+    const char *type = cv_json_str(json_object_get(post, "type"));
+    if (!type) return false;
+    if (!strcmp(type, "Sequence")) {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(post, "processors"), i, p) if (template_adds_bos(p)) return true;
+        return false;
+    }
+    if (strcmp(type, "TemplateProcessing")) return false;
+    json_t *first = json_array_get(json_object_get(post, "single"), 0);
+    return json_object_get(first, "SpecialToken") != NULL;
+}
+
 const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
     sig s;
     memset(&s, 0, sizeof s);
@@ -165,7 +189,10 @@ const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
         while (n < 6 && KNOWN[k].steps[n]) n++;
         bool same = n == s.n;
         for (int i = 0; same && i < n; i++) same = same_step(KNOWN[k].steps[i], s.steps[i].prefix, s.steps[i].value);
-        if (same) return KNOWN[k].name;
+        if (!same) continue;
+        if (!strcmp(KNOWN[k].name, "llama-bpe") && !template_adds_bos(json_object_get(tokenizer, "post_processor")))
+            return "smaug-bpe";
+        return KNOWN[k].name;
     }
     return NULL;
 }

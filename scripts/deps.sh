@@ -8,7 +8,7 @@
 set -eu
 
 PACKAGES="build-essential pkg-config libzstd-dev libarchive-dev libcmocka-dev \
-libjansson-dev libpcre2-dev libunistring-dev zstd zip jq time clang libclang-rt-14-dev"
+libjansson-dev libpcre2-dev libunistring-dev zstd zip jq time curl ca-certificates clang libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do

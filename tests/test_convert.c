@@ -871,6 +871,13 @@ static void test_pretok_detection(void **state) {
                                "Sequence", "pretokenizers", "type", "Split", "pattern", "Regex", l3, "behavior",
                                "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
                                "use_regex", 0);
+    /* without a BOS template (the first published Llama-3 tokenizer.json)
+     * llama.cpp's hash names it smaug-bpe; with one, llama-bpe */
+    assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "smaug-bpe");
+    json_object_set_new(llama3, "post_processor",
+                        json_pack("{s:s, s:[{s:s}, {s:s, s:[{s:{s:s}}, {s:{s:s}}]}]}", "type", "Sequence", "processors",
+                                  "type", "ByteLevel", "type", "TemplateProcessing", "single", "SpecialToken", "id",
+                                  "<|begin_of_text|>", "Sequence", "id", "A"));
     assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "llama-bpe");
     json_decref(llama3);
     json_t *meta = json_pack("{s:{s:s}}", "pre_tokenizer", "type", "Metaspace");
