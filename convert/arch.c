@@ -10,7 +10,8 @@
 static const cv_arch *const ARCHS[] = {
     &cv_arch_llama, &cv_arch_mistral, &cv_arch_mixtral, &cv_arch_qwen2, &cv_arch_qwen3,
     &cv_arch_qwen2moe, &cv_arch_qwen3moe, &cv_arch_gpt2, &cv_arch_gemma2, &cv_arch_gemma3,
-    &cv_arch_phi3, &cv_arch_granite,
+    &cv_arch_phi3, &cv_arch_granite, &cv_arch_bitnet, &cv_arch_bitnet2, &cv_arch_gptoss, &cv_arch_olmo2,
+    &cv_arch_deepseek2, &cv_arch_deepseek3,
 };
 
 const cv_arch *cv_arch_find(const char *name) {

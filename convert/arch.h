@@ -34,6 +34,15 @@ enum cv_dim {
     CV_D_QKV,      /* 3 * hidden_size (fused q, k, v) */
     CV_D_QKV_GQA,  /* (num_attention_heads + 2 * num_key_value_heads) * head_dim */
     CV_D_FF2,      /* 2 * intermediate_size (fused gate and up) */
+    CV_D_HEADS,    /* num_attention_heads (gpt-oss's per-head sinks) */
+    CV_D_Q_LORA,   /* DeepSeek MLA (arch_deepseek.c): q_lora_rank */
+    CV_D_KV_LORA,  /* kv_lora_rank */
+    CV_D_Q_MLA,    /* num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim) */
+    CV_D_KV_A_MQA, /* kv_lora_rank + qk_rope_head_dim */
+    CV_D_KV_B,     /* num_key_value_heads * (qk_nope_head_dim + v_head_dim) */
+    CV_D_O_MLA,    /* num_attention_heads * v_head_dim */
+    CV_D_QK_NOPE,  /* qk_nope_head_dim */
+    CV_D_V_HEAD,   /* v_head_dim */
     CV_D_COUNT
 };
 
@@ -45,6 +54,14 @@ enum {
     CV_T_F32 = 1 << 3,       /* .weight always F32 (router, positions) */
     CV_T_EXPERT = 1 << 4,    /* one expert's matrix, stacked into 3-D */
     CV_T_NORM_SHIFT = 1 << 5, /* Gemma norm: 1 added in the source dtype */
+    CV_T_TERNARY = 1 << 6,   /* BitNet: ternarized at convert time (ternary.c) */
+    CV_T_MXFP4 = 1 << 7,     /* experts stored as MXFP4 `_blocks` + `_scales` (mxfp4_hf.c) */
+    CV_T_EVEN = 1 << 8,      /* the even rows (bias: columns) of a fused gate_up; the
+                                next entry, CV_T_ODD, takes the odd ones of the same tensor */
+    CV_T_ODD = 1 << 9,
+    CV_T_KV_B_K = 1 << 10,   /* DeepSeek's kv_b_proj: its k part per head, transposed
+                                (attn_k_b); the next entry, CV_T_KV_B_V, takes the v part */
+    CV_T_KV_B_V = 1 << 11,
 };
 
 typedef struct cv_tmap {
@@ -54,7 +71,7 @@ typedef struct cv_tmap {
     uint8_t shape[3];     /* HF shape of .weight (one expert's, for
                              experts); a .bias has shape[0] (shape[1] for
                              Conv1D, the whole shape for 1-D weights) */
-    uint8_t flags;
+    uint16_t flags;
 } cv_tmap;
 
 /* Architecture flags. */
@@ -67,6 +84,8 @@ enum {
     CV_A_OWN_PARAMS = 1 << 5,      /* params() writes every arch key */
     CV_A_NO_SPACE_PREFIX = 1 << 6, /* add_space_prefix false after the vocab (Gemma) */
     CV_A_VOCAB_PHI3 = 1 << 7,      /* Phi-3's SentencePiece rules, or GPT-2 BPE (vocab_spm.c) */
+    CV_A_DROP_MTP = 1 << 8,        /* tensors of blocks past the block count (DeepSeek's
+                                      multi-token-prediction layers) are dropped */
 };
 
 /* An F32 tensor an architecture generates from config.json (llama.cpp's
@@ -98,6 +117,13 @@ typedef struct cv_arch {
     /* Fills up to CV_MAX_GEN generated tensors; returns their count or
      * -1. NULL: none. */
     int (*extra_tensors)(json_t *config, const cv_hp *hp, cv_gen_tensor *out, kiln_err *err);
+    /* The HF name as llama.cpp renames it before mapping (gpt-oss's
+     * `sinks`, `down_proj_bias`), written into buf; NULL: names as they are. */
+    const char *(*rename)(const char *name, char *buf, size_t cap);
+    /* Run at the end of cv_hp_load: llama.cpp's edits of the config
+     * (DeepSeek's num_key_value_heads = 1) and the arch's own dimensions
+     * in hp. NULL: none. 0 or -1. */
+    int (*hparams)(json_t *config, cv_hp *hp, kiln_err *err);
 } cv_arch;
 
 /* The architecture whose hf_name is `name`, or NULL. */
@@ -117,6 +143,17 @@ extern const cv_arch cv_arch_qwen2, cv_arch_qwen3, cv_arch_qwen2moe, cv_arch_qwe
 extern const cv_arch cv_arch_gpt2;
 extern const cv_arch cv_arch_gemma2, cv_arch_gemma3;
 extern const cv_arch cv_arch_phi3, cv_arch_granite;
+extern const cv_arch cv_arch_gptoss;
+extern const cv_arch cv_arch_olmo2;
+extern const cv_arch cv_arch_bitnet, cv_arch_bitnet2;
+extern const cv_arch cv_arch_deepseek2, cv_arch_deepseek3;
+
+/* DeepSeek's kv_b_proj split (arch_deepseek.c): src is [n_head, nope + v,
+ * kv_lora] elements of es bytes; part 0 writes attn_k_b [n_head, kv_lora,
+ * nope] (the k rows of each head, transposed), part 1 attn_v_b [n_head, v,
+ * kv_lora], as llama.cpp's DeepseekV2Model.modify_tensors cuts it. */
+void cv_kv_b_split(const uint8_t *src, uint8_t *dst, int64_t n_head, int64_t nope, int64_t v, int64_t kv_lora,
+                   uint32_t es, int part);
 
 /* Llama's table, skips and keys, which Granite extends (arch_llama.c). */
 extern const cv_tmap cv_llama_tensors[];

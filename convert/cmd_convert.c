@@ -21,12 +21,16 @@ static const char *USAGE =
     "does: same tensor names, order, types and bytes, same metadata. MODEL is a model\n"
     "directory, a Hugging Face cache folder (models--ORG--NAME or a snapshot of it),\n"
     "or an archive of a model directory (.tar, .tar.gz, .tar.zst, .zip), read in place.\n"
-    "Architectures: Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE, GPT-2.\n"
-    "Source dtypes: F32, F16, BF16, F8_E4M3 with block scales (dequantized inline).\n"
+    "Architectures: Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE, GPT-2,\n"
+    "Phi-3, Granite, Gemma 2, Gemma 3, BitNet b1.58, gpt-oss, OLMo 2, DeepSeek-V2/V3.\n"
+    "Source dtypes: F32, F16, BF16, F8_E4M3 with block scales (dequantized inline),\n"
+    "MXFP4 experts (gpt-oss; written as MXFP4 whatever the outtype).\n"
     "\n"
     "  -o, --outfile OUT          output GGUF (default: NAME-OUTTYPE.gguf here)\n"
-    "      --outtype TYPE         f32, f16, bf16, q8_0 or auto (default f16); auto keeps\n"
-    "                             the source precision (bf16 stays bf16, f8 -> bf16)\n"
+    "      --outtype TYPE         f32, f16, bf16, q8_0, tq1_0, tq2_0 or auto (default f16);\n"
+    "                             auto keeps the source precision (bf16 stays bf16,\n"
+    "                             f8 -> bf16); tq1_0/tq2_0 are the ternary types for\n"
+    "                             BitNet (embeddings f16, other rows not of 256: f16)\n"
     "      --split-max-size SIZE  split the output into shards of at most SIZE (500M, 2G)\n"
     "      --split-max-tensors N  split the output into shards of at most N tensors\n"
     "      --vocab-only           write the metadata and tokenizer only\n"
@@ -122,7 +126,7 @@ int kiln_cmd_convert(int argc, char **argv) {
         case 'o': out = optarg; break;
         case 'T': {
             int t = kiln_outtype_parse(optarg);
-            if (t < 0) return kiln_cli_usage_error("convert", "unknown --outtype '%s' (f32, f16, bf16, q8_0, auto)", optarg);
+            if (t < 0) return kiln_cli_usage_error("convert", "unknown --outtype '%s' (f32, f16, bf16, q8_0, tq1_0, tq2_0, auto)", optarg);
             co.outtype = (kiln_outtype)t;
             break;
         }

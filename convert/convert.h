@@ -31,6 +31,8 @@ typedef enum kiln_outtype {
     KILN_OUT_F16,
     KILN_OUT_BF16,
     KILN_OUT_Q8_0,
+    KILN_OUT_TQ1_0, /* ternary types for BitNet: embeddings F16, 1-D F32 */
+    KILN_OUT_TQ2_0,
 } kiln_outtype;
 
 typedef struct kiln_convert_opts {

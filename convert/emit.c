@@ -9,6 +9,8 @@
 #include "../core/types.h"
 #include "../codec/codec.h"
 #include "f8.h"
+#include "mxfp4_hf.h"
+#include "ternary.h"
 
 #define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */
 
@@ -256,7 +258,8 @@ static void transpose(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t co
                     memcpy(dst + (uint64_t)(c * rows + r) * es, src + (uint64_t)(r * cols + c) * es, es);
 }
 
-/* Reads, dequantizes and transforms a permuted/transposed tensor whole. */
+/* Reads, dequantizes and transforms a permuted, transposed or (BitNet)
+ * ternarized tensor whole; the last becomes f32. */
 static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     if (r->whole_for == (int64_t)i) return 0;
     const cv_out *o = plan_out(r, i);
@@ -285,12 +288,31 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
         src = (const uint8_t *)r->f32;
         sd = KILN_ST_F32;
     }
-    uint32_t es = kiln_st_dtype_size(sd);
-    if (grow(&r->whole, &r->whole_cap, (uint64_t)t->nelements * es, err) < 0) return -1;
-    if (o->xform == CV_X_PERMUTE)
-        permute_units(src, r->whole, o->src_rows, (uint64_t)(t->nelements / o->src_rows) * es, o->n_head);
-    else
-        transpose(src, r->whole, t->shape[0], t->shape[1], es);
+    if (o->xform == CV_X_TERNARY) {
+        if (grow(&r->whole, &r->whole_cap, (uint64_t)t->nelements * 4, err) < 0 ||
+            to_f32(src, sd, (float *)r->whole, t->nelements, err) < 0)
+            return -1;
+        cv_ternarize((float *)r->whole, t->nelements, o->dtype);
+        sd = KILN_ST_F32;
+    } else if (o->xform == CV_X_DEINTERLEAVE) {
+        uint32_t es = kiln_st_dtype_size(sd);
+        if (grow(&r->whole, &r->whole_cap, (uint64_t)o->nelements * es, err) < 0) return -1;
+        cv_deinterleave(src, r->whole, o->nelements, es, o->parity);
+    } else if (o->xform == CV_X_KV_B) {
+        /* k_b is [n_head, kv_lora, nope] (ne 0..2 = nope, kv_lora, n_head), v_b [n_head, v, kv_lora] */
+        uint32_t es = kiln_st_dtype_size(sd);
+        int64_t nh = o->ne[2], per_head = o->src_rows / nh;
+        int64_t nope = o->parity ? per_head - o->ne[1] : o->ne[0], kv_lora = o->parity ? o->ne[0] : o->ne[1];
+        if (grow(&r->whole, &r->whole_cap, (uint64_t)o->nelements * es, err) < 0) return -1;
+        cv_kv_b_split(src, r->whole, nh, nope, per_head - nope, kv_lora, es, o->parity);
+    } else {
+        uint32_t es = kiln_st_dtype_size(sd);
+        if (grow(&r->whole, &r->whole_cap, (uint64_t)t->nelements * es, err) < 0) return -1;
+        if (o->xform == CV_X_PERMUTE)
+            permute_units(src, r->whole, o->src_rows, (uint64_t)(t->nelements / o->src_rows) * es, o->n_head);
+        else
+            transpose(src, r->whole, t->shape[0], t->shape[1], es);
+    }
     release_bytes(r, t->file, t->file_offset, t->nbytes);
     r->whole_for = (int64_t)i;
     r->whole_dtype = sd;
@@ -401,9 +423,42 @@ static int64_t chunk_rows(const cv_reader *r, const cv_out *o) {
     return rows > 0 ? rows : 1;
 }
 
+/* Rows [r0, r1) of an MXFP4 expert tensor as ggml blocks into r->out,
+ * from the HF blocks and scales of the source rows they take (mapped in
+ * place from a directory, read otherwise). */
+static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kiln_err *err) {
+    const kiln_st_tensor *bt = &r->st->t[o->parts[0].st], *st = &r->st->t[o->parts[0].scale];
+    int64_t nb = o->ne[0] / 32, s0 = r0 * o->stride, s1 = r1 * o->stride; /* source rows [s0, s1) */
+    uint64_t n_scales = (uint64_t)((s1 - s0) * nb);
+    const uint8_t *blocks, *scales;
+    uint8_t *scale_copy = malloc(n_scales);
+    if (!scale_copy) return kiln_fail(err, st->name, NULL, -1, "out of memory");
+    int rc = -1;
+    if (grow(&r->raw, &r->raw_cap, n_scales * 16, err) == 0 &&
+        grow(&r->out, &r->out_cap, kiln_type_row_bytes(KILN_MXFP4, (uint64_t)((r1 - r0) * o->ne[0])), err) == 0 &&
+        source_bytes(r, st->file, st->file_offset + (uint64_t)(s0 * nb), n_scales, scale_copy, &scales, err) == 0 &&
+        source_bytes(r, bt->file, bt->file_offset + (uint64_t)(s0 * nb) * 16, n_scales * 16, r->raw, &blocks, err) ==
+            0) {
+        cv_mxfp4_repack_rows(blocks, scales, nb, 0, r1 - r0, o->stride, o->parity, r->out);
+        release_bytes(r, bt->file, bt->file_offset + (uint64_t)(s0 * nb) * 16, n_scales * 16);
+        rc = 0;
+    }
+    free(scale_copy);
+    return rc;
+}
+
 int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err *err) {
     const cv_out *o = plan_out(r, i);
     int64_t rows = o->nelements / o->ne[0], step = chunk_rows(r, o);
+    if (o->xform == CV_X_MXFP4) {
+        for (int64_t r0 = 0; r0 < rows; r0 += step) {
+            int64_t r1 = r0 + step < rows ? r0 + step : rows;
+            if (mxfp4_rows(r, o, r0, r1, err) < 0 ||
+                sink(user, r->out, kiln_type_row_bytes(KILN_MXFP4, (uint64_t)((r1 - r0) * o->ne[0])), err) < 0)
+                return -1;
+        }
+        return 0;
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
         const void *src, *out;
@@ -421,6 +476,12 @@ int cv_read_f32(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, float *dst, ki
     int64_t step = chunk_rows(r, o);
     for (int64_t a = r0; a < r1; a += step) {
         int64_t b = a + step < r1 ? a + step : r1;
+        if (o->xform == CV_X_MXFP4) { /* the values the GGUF's blocks mean */
+            if (mxfp4_rows(r, o, a, b, err) < 0 ||
+                kiln_dequantize(KILN_MXFP4, r->out, dst + (a - r0) * o->ne[0], (b - a) * o->ne[0], err) < 0)
+                return -1;
+            continue;
+        }
         const void *src;
         kiln_st_dtype cd;
         if (get_rows(r, i, a, b, &src, &cd, err) < 0 ||

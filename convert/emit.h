@@ -1,6 +1,7 @@
 /* convert/emit.h - producing a planned tensor's bytes: read its source
  * parts, dequantize FP8, stack, permute or transpose, and convert to the
- * planned type, a chunk of rows at a time.
+ * planned type, a chunk of rows at a time (HF MXFP4 experts are repacked
+ * block by block into ggml's MXFP4 instead, mxfp4_hf.c).
  *
  * Plain and stacked tensors stream: each chunk of rows is read straight
  * from its source part (about 16 MiB at a time), so memory does not grow

@@ -12,10 +12,11 @@ int cv_f8_config(json_t *config, bool *fp8, int64_t block[2], kiln_err *err) {
     json_t *qc = json_object_get(config, "quantization_config");
     if (!json_is_object(qc)) return 0;
     const char *method = cv_json_str(json_object_get(qc, "quant_method"));
-    if (!method) return 0;
+    /* MXFP4 experts are read as stored, never dequantized (mxfp4_hf.c) */
+    if (!method || !strcmp(method, "mxfp4")) return 0;
     if (strcmp(method, "fp8"))
         return kiln_fail(err, "config.json", "quantization_config.quant_method", -1,
-                         "'%s' checkpoints are not supported (only float and fp8)", method);
+                         "'%s' checkpoints are not supported (only float, fp8 and mxfp4)", method);
     *fp8 = true;
     json_t *bs = json_object_get(qc, "weight_block_size");
     if (!bs || json_is_null(bs)) return 0;

@@ -48,7 +48,7 @@ static void set_dim(cv_hp *hp, int d, int64_t v, const char *key) {
     snprintf(hp->dim_key[d], sizeof hp->dim_key[d], "%s", key);
 }
 
-int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
+static int load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
     memset(hp, 0, sizeof *hp);
     const char *key = NULL;
     int64_t v;
@@ -85,6 +85,7 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
     if (r == 0) return 0;
     if ((r = get_dim(config, CV_KEYS_KV_HEADS, &hp->n_kv, &kvk, err)) < 0) return -1;
     if (r == 0) hp->n_kv = hp->n_head, kvk = hk;
+    set_dim(hp, CV_D_HEADS, hp->n_head, hk);
     if ((r = get_dim(config, KEYS_HEAD_DIM, &hp->head_dim, NULL, err)) < 0) return -1;
     if (r == 0) {
         if (!embd) return 0;
@@ -109,4 +110,9 @@ int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
     snprintf(buf, sizeof buf, "(%.20s + 2 * %.20s) * head_dim", hk, kvk);
     set_dim(hp, CV_D_QKV_GQA, (hp->n_head + 2 * hp->n_kv) * hp->head_dim, buf);
     return 0;
+}
+
+int cv_hp_load(const cv_arch *a, json_t *config, cv_hp *hp, kiln_err *err) {
+    if (load(a, config, hp, err) < 0) return -1;
+    return a->hparams ? a->hparams(config, hp, err) : 0;
 }

@@ -2,9 +2,10 @@
  *
  * Source tensors are visited in stlist order, exactly as
  * convert_hf_to_gguf.py visits them, so the GGUF comes out in llama.cpp's
- * order: a generated rope_freqs first, then each tensor as it is met, and
- * a block's stacked expert tensors at the point where its last expert
- * matrix is met. Types follow llama.cpp: 1-D tensors, norms, biases and a
+ * order: a generated rope_freqs first, then an MXFP4 checkpoint's expert
+ * pairs (gpt-oss: _blocks + _scales, kept MXFP4), then each tensor as it
+ * is met, and a block's stacked expert tensors at the point where its
+ * last expert matrix is met. Types follow llama.cpp: 1-D tensors, norms, biases and a
  * few special matrices are F32; everything else gets the outtype, with
  * Q8_0 falling back to F16 for rows that are not a multiple of 32. */
 #include "plan.h"
@@ -16,6 +17,7 @@
 #include "../core/types.h"
 #include "f8.h"
 #include "json.h"
+#include "mxfp4_hf.h"
 #include "rope.h"
 
 #define MAX_KINDS 8
@@ -28,6 +30,7 @@ typedef struct builder {
     cv_plan *p;
     kiln_err *err;
     bool fp8;
+    bool mxfp4;          /* experts as HF MXFP4 _blocks + _scales */
     int64_t *scale_of;   /* per source tensor: its weight_scale_inv, or -1 */
     bool *aux;           /* per source tensor: consumed by another (scales) */
     int64_t *per_block;  /* tensors seen per block */
@@ -39,17 +42,15 @@ typedef struct builder {
     uint64_t cap;
 } builder;
 
+static const char *const OUTTYPE_NAMES[] = {"auto", "f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0"};
+
 int cv_outtype_parse(const char *s) {
-    static const char *const names[] = {"auto", "f32", "f16", "bf16", "q8_0"};
-    for (int i = 0; i < 5; i++)
-        if (!strcasecmp(s, names[i])) return i;
+    for (int i = 0; i < (int)(sizeof OUTTYPE_NAMES / sizeof OUTTYPE_NAMES[0]); i++)
+        if (!strcasecmp(s, OUTTYPE_NAMES[i])) return i;
     return -1;
 }
 
-const char *cv_outtype_name(cv_outtype t) {
-    static const char *const names[] = {"auto", "f32", "f16", "bf16", "q8_0"};
-    return names[t];
-}
+const char *cv_outtype_name(cv_outtype t) { return OUTTYPE_NAMES[t]; }
 
 static bool ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
@@ -80,6 +81,8 @@ static uint32_t file_type_of(cv_outtype t) {
     case CV_OUT_F16: return 1;
     case CV_OUT_BF16: return 32;
     case CV_OUT_Q8_0: return 7;
+    case CV_OUT_TQ1_0: return 36;
+    case CV_OUT_TQ2_0: return 37;
     default: return 0;
     }
 }
@@ -87,7 +90,12 @@ static uint32_t file_type_of(cv_outtype t) {
 /* Marks FP8 side tensors: X.weight_scale_inv belongs to X.weight, and
  * activation scales are dropped, as llama.cpp's dequant_model does. */
 static int find_aux(builder *b) {
-    for (uint64_t i = 0; i < b->st->n; i++) b->scale_of[i] = -1;
+    for (uint64_t i = 0; i < b->st->n; i++) {
+        b->scale_of[i] = -1;
+        /* MXFP4 pairs are planned by add_mxfp4(), before the rest */
+        if (b->mxfp4 && (ends_with(b->st->t[i].name, "_blocks") || ends_with(b->st->t[i].name, "_scales")))
+            b->aux[i] = true;
+    }
     if (!b->fp8) return 0;
     for (uint64_t i = 0; i < b->st->n; i++) {
         const char *n = b->st->t[i].name;
@@ -112,6 +120,7 @@ static const char *dim_key(int d) {
         [CV_D_Q] = "num_attention_heads", [CV_D_KV] = "num_key_value_heads", [CV_D_HEAD] = "head_dim",
         [CV_D_NEXP] = "num_local_experts", [CV_D_FF_EXP] = "moe_intermediate_size",
         [CV_D_FF_SHEXP] = "shared_expert_intermediate_size", [CV_D_POS] = "n_positions", [CV_D_QKV] = "hidden_size",
+        [CV_D_HEADS] = "num_attention_heads",
     };
     return keys[d] ? keys[d] : "?";
 }
@@ -128,7 +137,9 @@ static uint32_t expected_dims(const cv_tmap *m, bool bias, uint8_t dims[3]) {
     uint32_t n = 0;
     while (n < 3 && m->shape[n]) n++;
     memcpy(dims, m->shape, 3);
-    if (bias && n > 1) {
+    if (bias && (m->flags & CV_T_MXFP4)) {
+        n = 2; /* an expert bias: [n_exp, rows] */
+    } else if (bias && n > 1) {
         dims[0] = (m->flags & CV_T_CONV1D) ? m->shape[1] : m->shape[0];
         n = 1;
     }
@@ -176,17 +187,23 @@ static int check_scale(const builder *b, const kiln_st_tensor *w, const kiln_st_
 }
 
 /* llama.cpp's rule for tensors that stay F32 (prepare_tensors). */
-static bool f32_rule(const char *name, uint32_t n_dims, uint8_t flags) {
+static bool f32_rule(const char *name, uint32_t n_dims, uint16_t flags) {
     return n_dims <= 1 || ends_with(name, "_norm.weight") || (flags & CV_T_F32) || !ends_with(name, ".weight");
 }
 
 /* llama.cpp's choice of tensor type. */
-static uint32_t pick_type(const builder *b, const char *name, uint32_t n_dims, int64_t ne0, uint8_t flags) {
+static uint32_t pick_type(const builder *b, const char *name, uint32_t n_dims, int64_t ne0, uint16_t flags) {
     if (f32_rule(name, n_dims, flags)) return KILN_F32;
     switch (b->p->outtype) {
     case CV_OUT_F16: return KILN_F16;
     case CV_OUT_BF16: return KILN_BF16;
     case CV_OUT_Q8_0: return ne0 % 32 == 0 ? KILN_Q8_0 : KILN_F16; /* gguf-py's QuantError fallback */
+    case CV_OUT_TQ1_0:
+    case CV_OUT_TQ2_0:
+        /* the embeddings and output stay F16 (llama.cpp's "TODO: use Q4_K
+         * and Q6_K"), rows that are not whole 256-blocks fall back to F16 */
+        if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight") || ne0 % 256) return KILN_F16;
+        return b->p->outtype == CV_OUT_TQ1_0 ? KILN_TQ1_0 : KILN_TQ2_0;
     default: return KILN_F32;
     }
 }
@@ -220,7 +237,7 @@ static cv_out *new_out(builder *b) {
 }
 
 /* Adds an output whose HF-order shape is hf[0..nd). */
-static int add_out(builder *b, char *name, const int64_t *hf, uint32_t nd, uint8_t flags, uint8_t xform,
+static int add_out(builder *b, char *name, const int64_t *hf, uint32_t nd, uint16_t flags, uint8_t xform,
                    cv_part *parts, uint32_t n_parts, const char *hf_name) {
     cv_out *o = name ? new_out(b) : NULL;
     if (!o) {
@@ -267,16 +284,31 @@ static int add_single(builder *b, const cv_tmap *m, int64_t st_i, int64_t bid, b
         }
     } else if ((m->flags & CV_T_NORM_SHIFT) && !bias) {
         xform = CV_X_NORM_SHIFT;
+    } else if ((m->flags & CV_T_TERNARY) && !bias) {
+        xform = CV_X_TERNARY;
     } else if ((m->flags & CV_T_CONV1D) && !bias && t->n_dims == 2) {
         xform = CV_X_TRANSPOSE;
         hf[0] = t->shape[1];
         hf[1] = t->shape[0];
+    } else if (m->flags & (CV_T_EVEN | CV_T_ODD)) {
+        xform = CV_X_DEINTERLEAVE;
+        hf[t->n_dims - 1] /= 2;
+    } else if ((m->flags & (CV_T_KV_B_K | CV_T_KV_B_V)) && !bias) {
+        /* [n_kv * (nope + v), kv_lora], checked above, cut per head: llama.cpp
+         * views it with num_key_value_heads as the config gives it */
+        xform = CV_X_KV_B;
+        bool k = (m->flags & CV_T_KV_B_K) != 0;
+        hf[0] = b->hp->n_kv;
+        hf[1] = k ? t->shape[1] : b->hp->dim[CV_D_V_HEAD];
+        hf[2] = k ? b->hp->dim[CV_D_QK_NOPE] : t->shape[1];
     }
     size_t before = b->p->n;
-    if (add_out(b, expand_name(m->gguf, bid, bias), hf, t->n_dims, bias ? 0 : m->flags, xform, part, 1, t->name) < 0)
+    uint32_t nd = xform == CV_X_KV_B ? 3 : t->n_dims;
+    if (add_out(b, expand_name(m->gguf, bid, bias), hf, nd, bias ? 0 : m->flags, xform, part, 1, t->name) < 0)
         return -1;
     cv_out *o = &b->p->t[before];
     o->n_head = n_head;
+    o->parity = (m->flags & (CV_T_ODD | CV_T_KV_B_V)) ? 1 : 0;
     o->src_rows = t->n_dims ? t->shape[0] : 1;
     return 0;
 }
@@ -327,6 +359,16 @@ static int add_expert(builder *b, const cv_tmap *m, int64_t st_i, int64_t bid, i
     return 0;
 }
 
+/* A "model.layers.N." tensor with N past the block count (llama.cpp's
+ * `re.match(r"model.layers.(\d+)", name)` test for DeepSeek's MTP layers). */
+static bool past_last_block(const char *name, int64_t n_layer) {
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1)) return false;
+    char *end;
+    long long bid = strtoll(name + sizeof prefix - 1, &end, 10);
+    return end != name + sizeof prefix - 1 && bid >= n_layer;
+}
+
 static int visit(builder *b, int64_t i) {
     const kiln_st_tensor *t = &b->st->t[i];
     const char *name = t->name;
@@ -334,6 +376,9 @@ static int visit(builder *b, int64_t i) {
         if (ends_with(name, *s)) return 0;
     if (b->a->strip_prefix && !strncmp(name, b->a->strip_prefix, strlen(b->a->strip_prefix)))
         name += strlen(b->a->strip_prefix);
+    char renamed[512];
+    if (b->a->rename) name = b->a->rename(name, renamed, sizeof renamed);
+    if ((b->a->flags & CV_A_DROP_MTP) && past_last_block(name, b->hp->n_layer)) return 0;
     const cv_tmap *m = b->a->tensors;
     int64_t bid = -1, xid = -1;
     bool bias = false;
@@ -351,7 +396,85 @@ static int visit(builder *b, int64_t i) {
     if (b->scale_of[i] >= 0 && check_scale(b, t, &b->st->t[b->scale_of[i]]) < 0) return -1;
     if (bid >= 0) b->per_block[bid]++;
     if (m->flags & CV_T_EXPERT) return add_expert(b, m, i, bid, xid, bias);
-    return add_single(b, m, i, bid, bias);
+    if ((m->flags & CV_T_MXFP4) && !bias)
+        return kiln_fail(b->err, t->name, NULL, -1,
+                         "expected as MXFP4 _blocks and _scales (quantization_config.quant_method mxfp4)");
+    if (add_single(b, m, i, bid, bias) < 0) return -1;
+    /* a fused gate_up (the odd half) or DeepSeek's kv_b (the v part): the
+     * second output is the next entry's */
+    return (m->flags & (CV_T_EVEN | CV_T_KV_B_K)) ? add_single(b, m + 1, i, bid, bias) : 0;
+}
+
+/* One MXFP4 expert tensor from its HF pair, rows `stride`/`parity` of it. */
+static int add_mxfp4_out(builder *b, const cv_tmap *m, int64_t bid, int64_t bi, int64_t si) {
+    const kiln_st_tensor *t = &b->st->t[bi];
+    cv_part *part = malloc(sizeof *part);
+    if (!part) return kiln_fail(b->err, t->name, NULL, -1, "out of memory");
+    part->st = bi;
+    part->scale = si;
+    int stride = (m->flags & (CV_T_EVEN | CV_T_ODD)) ? 2 : 1;
+    int64_t hf[3] = {t->shape[0], t->shape[1] / stride, t->shape[2] * 32};
+    size_t before = b->p->n;
+    if (add_out(b, expand_name(m->gguf, bid, false), hf, 3, 0, CV_X_MXFP4, part, 1, t->name) < 0) return -1;
+    cv_out *o = &b->p->t[before];
+    b->p->data_bytes -= o->nbytes;
+    o->type = KILN_MXFP4; /* as stored, whatever the outtype */
+    o->f32_rule = false;
+    o->nbytes = kiln_type_row_bytes(KILN_MXFP4, (uint64_t)o->nelements);
+    b->p->data_bytes += o->nbytes;
+    o->stride = (uint8_t)stride;
+    o->parity = (m->flags & CV_T_ODD) ? 1 : 0;
+    return 0;
+}
+
+/* The MXFP4 pairs X_blocks [n_exp, rows, cols/32, 16] + X_scales [n_exp,
+ * rows, cols/32] (uint8), planned first and in stlist order as llama.cpp's
+ * GptOssModel.generate_extra_tensors writes them: a pair when its scales
+ * are met. */
+static int add_mxfp4(builder *b) {
+    if (!b->mxfp4) return 0;
+    for (uint64_t i = 0; i < b->st->n; i++) {
+        const kiln_st_tensor *s = &b->st->t[i];
+        if (!ends_with(s->name, "_scales")) continue;
+        char base[400], blocks[512], name[512], renamed[512];
+        size_t n = strlen(s->name) - strlen("_scales");
+        if (n >= sizeof base) return kiln_fail(b->err, s->name, NULL, -1, "tensor name too long");
+        snprintf(base, sizeof base, "%.*s", (int)n, s->name);
+        snprintf(blocks, sizeof blocks, "%s_blocks", base);
+        int64_t bi = cv_stlist_find(b->st, blocks);
+        if (bi < 0) return kiln_fail(b->err, s->name, NULL, -1, "MXFP4 scales without their blocks '%s'", blocks);
+        const char *p = base;
+        if (b->a->strip_prefix && !strncmp(p, b->a->strip_prefix, strlen(b->a->strip_prefix)))
+            p += strlen(b->a->strip_prefix);
+        snprintf(name, sizeof name, "%s.weight", p);
+        const char *mapped = b->a->rename ? b->a->rename(name, renamed, sizeof renamed) : name;
+        const cv_tmap *m = b->a->tensors;
+        int64_t bid = -1, xid = -1;
+        bool bias = false;
+        while (m->hf && !((m->flags & CV_T_MXFP4) && cv_tmap_match(m->hf, mapped, &bid, &xid, &bias))) m++;
+        if (!m->hf)
+            return kiln_fail(b->err, blocks, NULL, -1, "cannot map this MXFP4 tensor to a %s GGUF name",
+                             b->a->gguf_arch);
+        const kiln_st_tensor *t = &b->st->t[bi];
+        int64_t want[3];
+        for (int d = 0; d < 3; d++) want[d] = b->hp->dim[m->shape[d]];
+        if (t->dtype != KILN_ST_U8 || s->dtype != KILN_ST_U8)
+            return kiln_fail(b->err, blocks, "dtype", -1, "MXFP4 blocks and scales must be U8");
+        if (t->n_dims != 4 || s->n_dims != 3 || t->shape[3] != 16 || want[2] % 32 || t->shape[0] != want[0] ||
+            t->shape[1] != want[1] || t->shape[2] != want[2] / 32 || memcmp(s->shape, t->shape, 3 * sizeof *s->shape))
+            return kiln_fail(b->err, blocks, "shape", -1,
+                             "expected MXFP4 blocks [%lld, %lld, %lld, 16] and scales [%lld, %lld, %lld] "
+                             "(config.json's sizes)", (long long)want[0], (long long)want[1], (long long)(want[2] / 32),
+                             (long long)want[0], (long long)want[1], (long long)(want[2] / 32));
+        if (bid >= b->hp->n_layer)
+            return kiln_fail(b->err, "config.json", b->hp->layer_key, -1,
+                             "is %lld, but tensor %s belongs to block %lld", (long long)b->hp->n_layer, blocks,
+                             (long long)bid);
+        if (bid >= 0) b->per_block[bid]++;
+        if (add_mxfp4_out(b, m, bid, bi, (int64_t)i) < 0) return -1;
+        if ((m->flags & CV_T_EVEN) && add_mxfp4_out(b, m + 1, bid, bi, (int64_t)i) < 0) return -1;
+    }
+    return 0;
 }
 
 static int check_complete(builder *b) {
@@ -399,6 +522,7 @@ static int add_generated(builder *b) {
 }
 
 static int build(builder *b) {
+    b->mxfp4 = cv_mxfp4_checkpoint(b->config);
     if (cv_f8_config(b->config, &b->fp8, b->p->block, b->err) < 0 || find_aux(b) < 0) return -1;
     b->p->outtype = b->p->outtype == CV_OUT_AUTO ? resolve_auto(b) : b->p->outtype;
     b->p->file_type = file_type_of(b->p->outtype);
@@ -410,7 +534,10 @@ static int build(builder *b) {
         if (!(b->slots = malloc(n * sizeof *b->slots))) return kiln_fail(b->err, NULL, NULL, -1, "out of memory");
         for (uint64_t i = 0; i < n; i++) b->slots[i] = -1;
     }
-    if (add_rope_freqs(b) < 0 || add_generated(b) < 0) return -1;
+    if (add_rope_freqs(b) < 0 || add_generated(b) < 0 || add_mxfp4(b) < 0) return -1;
+    /* llama.cpp's MOSTLY_MXFP4_MOE for a float outtype of an mxfp4 checkpoint */
+    if (b->mxfp4 && (b->p->outtype == CV_OUT_F32 || b->p->outtype == CV_OUT_F16 || b->p->outtype == CV_OUT_BF16))
+        b->p->file_type = 38;
     for (uint64_t i = 0; i < b->st->n; i++)
         if (!b->aux[i] && visit(b, (int64_t)i) < 0) return -1;
     return check_complete(b);

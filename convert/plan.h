@@ -18,13 +18,17 @@
 #include "hparams.h"
 #include "stlist.h"
 
-typedef enum cv_outtype { CV_OUT_AUTO, CV_OUT_F32, CV_OUT_F16, CV_OUT_BF16, CV_OUT_Q8_0 } cv_outtype;
+typedef enum cv_outtype { CV_OUT_AUTO, CV_OUT_F32, CV_OUT_F16, CV_OUT_BF16, CV_OUT_Q8_0, CV_OUT_TQ1_0, CV_OUT_TQ2_0 } cv_outtype;
 
 enum cv_xform {
     CV_X_NONE,      /* parts' bytes in order (one part, or stacked experts) */
     CV_X_PERMUTE,   /* llama q/k: rows regrouped within n_head groups */
     CV_X_TRANSPOSE, /* GPT-2 Conv1D */
     CV_X_NORM_SHIFT, /* Gemma norms: w + 1, rounded to the source dtype */
+    CV_X_TERNARY,   /* BitNet: the whole tensor ternarized (ternary.c) */
+    CV_X_MXFP4,     /* HF MXFP4 blocks (part.st) + scales (part.scale) -> ggml MXFP4 */
+    CV_X_DEINTERLEAVE, /* every other row (bias: value) of a fused gate_up, from `parity` */
+    CV_X_KV_B,      /* DeepSeek kv_b_proj: `parity` 0 its k part transposed, 1 its v part */
 };
 
 typedef struct cv_part {
@@ -43,6 +47,8 @@ typedef struct cv_out {
     uint8_t xform;
     uint32_t n_head;        /* groups for CV_X_PERMUTE */
     int64_t src_rows;       /* HF dim 0 of one part (permute, transpose) */
+    uint8_t parity;         /* CV_X_MXFP4 with stride 2, CV_X_DEINTERLEAVE: 0 even, 1 odd; CV_X_KV_B: 0 k, 1 v */
+    uint8_t stride;         /* CV_X_MXFP4: 1 all rows, 2 every other row */
     uint32_t n_parts;
     cv_part *parts;
     float *gen;             /* generated F32 data instead of parts, or NULL */
@@ -64,7 +70,7 @@ int cv_plan_build(const cv_arch *a, json_t *config, const cv_hp *hp, const cv_st
                   cv_plan *p, kiln_err *err);
 void cv_plan_free(cv_plan *p);
 
-/* Outtype names ("f32", "f16", "bf16", "q8_0", "auto") <-> values. */
+/* Outtype names ("f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0", "auto") <-> values. */
 int cv_outtype_parse(const char *s);
 const char *cv_outtype_name(cv_outtype t);
 

@@ -230,6 +230,13 @@ int kiln_writer_finish(kiln_gguf_writer *w, kiln_err *err);
  * writer is freed (also on error). */
 int kiln_writer_finish_image(kiln_gguf_writer *w, uint8_t **image, uint64_t *len, kiln_err *err);
 
+/* The size in bytes of the one file this unsplit writer would write with
+ * the keys and tensors declared so far: header, metadata, tensor infos
+ * and every tensor padded to the alignment, as kiln_writer_begin() ..
+ * kiln_writer_finish() lay it out. Nothing is written and the writer
+ * stays usable. 0, or -1 (begun already, or split options set). */
+int kiln_writer_file_size(kiln_gguf_writer *w, uint64_t *size, kiln_err *err);
+
 /* Removes any temporary file and frees the writer. NULL is fine. */
 void kiln_writer_abort(kiln_gguf_writer *w);
 

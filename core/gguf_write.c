@@ -425,6 +425,30 @@ int kiln_writer_finish(kiln_gguf_writer *w, kiln_err *err) {
     return 0;
 }
 
+int kiln_writer_file_size(kiln_gguf_writer *w, uint64_t *size, kiln_err *err) {
+    *size = 0;
+    if (w->begun || w->shard_first) return kiln_fail(err, w->path, NULL, -1, "writer already begun");
+    if (w->opts.split_max_size || w->opts.split_max_tensors)
+        return kiln_fail(err, w->path, NULL, -1, "the size of a split output is not one file's");
+    int rc = resolve_alignment(w, err);
+    if (rc == 0) rc = plan_shards(w, err);
+    kiln_bytebuf b = {0};
+    if (rc == 0) {
+        serialise_header(w, 0, &b);
+        if (b.oom) rc = kiln_fail(err, w->path, NULL, -1, "out of memory");
+    }
+    if (rc == 0) {
+        uint64_t a = w->alignment, total = (b.len + a - 1) / a * a;
+        for (uint64_t i = 0; i < w->n_t; i++) total += (w->t[i].nbytes + a - 1) / a * a;
+        *size = total;
+    }
+    kiln_bytebuf_free(&b);
+    /* planned again by kiln_writer_begin, with whatever is added later */
+    free(w->shard_first);
+    w->shard_first = NULL;
+    return rc;
+}
+
 int kiln_writer_finish_image(kiln_gguf_writer *w, uint8_t **image, uint64_t *len, kiln_err *err) {
     *image = NULL;
     *len = 0;

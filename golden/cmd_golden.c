@@ -5,6 +5,7 @@
 #include "../cli/cli.h"
 #include "../core/escape.h"
 #include "check.h"
+#include "cmd_probe.h"
 #include "golden_file.h"
 
 #include <getopt.h>
@@ -18,6 +19,7 @@
 static const char *USAGE =
     "usage: kiln golden record MODEL --prompts FILE -o OUT.golden [options]\n"
     "       kiln golden check MODEL GOLDEN [thresholds] [options]\n"
+    "       kiln golden --layers A B -f TEXT [options]\n"
     "\n"
     "record: evaluates every non-empty line of FILE (tokenized like llama.cpp:\n"
     "BOS as the vocabulary says, special-token text kept as text) and stores the\n"
@@ -39,6 +41,11 @@ static const char *USAGE =
     "      --max-abs D          fail when any logit differs by more than D\n"
     "      --max-ppl-ratio R    fail when PPL(MODEL) / PPL(GOLDEN) exceeds R\n"
     "      --json               print the whole report as JSON\n"
+    "\n"
+    "--layers: runs models A and B on TEXT and reports, per layer and tensor\n"
+    "output, how far B's hidden states drift from A's (cosine, relative RMS) and\n"
+    "the KLD of the final logits; the same as `kiln diff --activations` (see\n"
+    "'kiln golden --layers --help').\n"
     "\n"
     "both:\n"
     "  -t, --threads N          threads (default: all cores)\n"
@@ -241,6 +248,8 @@ static int cmd_check(int argc, char **argv) {
 
 int kiln_cmd_golden(int argc, char **argv) {
     if (argc < 2) return kiln_cli_usage_error("golden", "expects a subcommand: record or check");
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--layers")) return kiln_probe_cli("golden", argc, argv);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(USAGE, stdout);
         return KILN_EXIT_OK;

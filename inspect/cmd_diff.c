@@ -4,6 +4,7 @@
 #include "../core/escape.h"
 #include "../core/name_regex.h"
 #include "../core/progress.h"
+#include "../golden/cmd_probe.h"
 #include "diff.h"
 
 #include <getopt.h>
@@ -32,6 +33,10 @@ static const char *USAGE =
     "  --json             print the report as JSON (schema kiln.diff/1)\n"
     "  -t, --threads N    threads (default: all cores)\n"
     "  -q, --quiet        no progress bar\n"
+    "\n"
+    "  --activations A B -f TEXT   instead: run both models on TEXT and report how\n"
+    "                     far B's hidden states drift from A's, per layer and\n"
+    "                     tensor output (see 'kiln diff --activations --help')\n"
     "\n"
     "exit status: 0 no gate failed, 1 a gate failed or an error, 2 usage\n";
 
@@ -87,6 +92,8 @@ int kiln_cmd_diff(int argc, char **argv) {
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--activations")) return kiln_probe_cli("diff", argc, argv);
     kiln_diff_opts o = {.max_abs = -1, .max_rmse = -1, .max_rel = -1, .min_cosine = -2};
     bool as_json = false;
     uint64_t threads = 0;

@@ -8,7 +8,10 @@
 #include "../core/types.h"
 #include "../core/units.h"
 #include "../codec/codec.h"
+#include "cmd_analyze.h"
+#include "budget.h"
 #include "quantize_model.h"
+#include "sensitivity_scan.h"
 
 #include <getopt.h>
 #include <omp.h>
@@ -19,7 +22,10 @@
 static const char *USAGE =
     "usage: kiln quantize IN OUT PRESET|TYPE [options]\n"
     "       kiln quantize --dry-run IN [OUT] PRESET|TYPE [options]\n"
+    "       kiln quantize IN OUT --target-bpw B|--target-size SIZE (--sensitivity FILE|-f TEXT)\n"
     "       kiln quantize --list-types [--json]\n"
+    "       kiln quantize --analyze IN -f TEXT [options]   sensitivity scan: the KLD each\n"
+    "                tensor adds in each type (kiln quantize --analyze --help)\n"
     "\n"
     "Quantizes a model. IN is a GGUF (any shard of a split model reads all of\n"
     "it) or a Hugging Face model (directory, HF cache folder or archive), which\n"
@@ -52,12 +58,27 @@ static const char *USAGE =
     "  --list-types                every type and preset: bits per weight, whether\n"
     "                              it needs an imatrix, block layout (Markdown;\n"
     "                              with --json, kiln.quantize-types/1)\n"
+    "\n"
+    "Size budget: instead of PRESET|TYPE, per-tensor types chosen to minimize the\n"
+    "estimated KL divergence for a size (README: Quantizing to a size budget):\n"
+    "  --target-bpw B              the whole file (header, metadata, tensors) at most\n"
+    "                              B bits per weight of the model: B x weights / 8 bytes\n"
+    "  --target-size SIZE          the whole file at most SIZE bytes (plain bytes, or\n"
+    "                              as --split-max-size: 3.5G = 3.5 x 1000^3, 3.5Gi)\n"
+    "  --sensitivity FILE          the sensitivity file of IN ('kiln quantize --analyze')\n"
+    "  -f TEXT                     without --sensitivity: scan IN on this calibration\n"
+    "                              text first (with --imatrix when given); with a\n"
+    "                              budget, -f is the text, so overwrite with --force\n"
+    "  --per-expert                refused: GGUF stores one type per tensor, so all\n"
+    "                              experts of a 3-D expert tensor share one\n"
+    "\n"
     "  -t, --threads N             threads (default: all cores)\n"
     "  -q, --quiet                 no progress bar and no summary\n"
     "  -f, --force                 overwrite an existing output\n"
     "  -h, --help                  this help\n";
 
-enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON, O_LIST };
+enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON, O_LIST,
+       O_BPW, O_SIZE, O_SENS, O_PER_EXPERT, O_FORCE };
 
 static const char *reason(const kiln_quant_tensor *q, const kiln_quant_opts *o, char *buf, size_t cap) {
     const kiln_tensor_plan *p = &q->plan;
@@ -67,6 +88,9 @@ static const char *reason(const kiln_quant_tensor *q, const kiln_quant_opts *o, 
     case KILN_WHY_RULE: return p->rule;
     case KILN_WHY_OUTPUT_OPT: return "--output-tensor-type";
     case KILN_WHY_EMBD_OPT: return "--token-embedding-type";
+    case KILN_WHY_BUDGET:
+        snprintf(buf, cap, "%s, est. dKLD %.3e", o->target_size ? "--target-size" : "--target-bpw", q->dkld);
+        return buf;
     case KILN_WHY_OVERRIDE:
         snprintf(buf, cap, "--tensor-type %s=%s", o->overrides[p->override_idx].pattern,
                  kiln_type_name(o->overrides[p->override_idx].type));
@@ -137,6 +161,11 @@ static void print_summary(const kiln_quant_report *r, const kiln_quant_opts *o, 
         printf("\n");
         free(tt);
     }
+    if (o->sensitivity)
+        printf("  budget: %llu bytes (%.4f bpw); file %llu bytes (%.4f bpw); estimated KLD %.6g (%s %.6g)\n",
+               (unsigned long long)r->budget_bytes, kiln_quant_bpw(r, r->budget_bytes),
+               (unsigned long long)r->file_bytes, kiln_quant_bpw(r, r->file_bytes), r->estimated_kld,
+               r->budget_exact ? "optimal for the estimates; bound" : "best found; bound", r->kld_lower_bound);
     if (o->imatrix)
         printf("  imatrix: %s (%llu entries, %u chunks)\n", o->imatrix_path, (unsigned long long)r->imatrix_entries,
                o->imatrix->chunk_count);
@@ -198,6 +227,7 @@ static void json_report(const kiln_quant_report *r, const kiln_quant_opts *o) {
         kiln_jw_key(&w, "imatrix"), kiln_jw_bool(&w, q->imatrix);
         kiln_jw_key(&w, "bytes_in"), kiln_jw_uint(&w, q->bytes_in);
         kiln_jw_key(&w, "bytes_out"), kiln_jw_uint(&w, q->bytes_out);
+        if (o->sensitivity) kiln_jw_key(&w, "dkld"), kiln_jw_real(&w, q->dkld);
         kiln_jw_end_obj(&w);
     }
     kiln_jw_end_arr(&w);
@@ -210,6 +240,20 @@ static void json_report(const kiln_quant_report *r, const kiln_quant_opts *o) {
     kiln_jw_key(&w, "bpw_in"), kiln_jw_real(&w, kiln_quant_bpw(r, r->bytes_in));
     kiln_jw_key(&w, "bpw_out"), kiln_jw_real(&w, kiln_quant_bpw(r, r->bytes_out));
     kiln_jw_end_obj(&w);
+    kiln_jw_key(&w, "budget");
+    if (o->sensitivity) {
+        kiln_jw_obj(&w);
+        kiln_jw_key(&w, "sensitivity"), kiln_jw_str(&w, o->sensitivity_path);
+        kiln_jw_key(&w, "budget_bytes"), kiln_jw_uint(&w, r->budget_bytes);
+        kiln_jw_key(&w, "file_bytes"), kiln_jw_uint(&w, r->file_bytes);
+        kiln_jw_key(&w, "file_bpw"), kiln_jw_real(&w, kiln_quant_bpw(r, r->file_bytes));
+        kiln_jw_key(&w, "estimated_kld"), kiln_jw_real(&w, r->estimated_kld);
+        kiln_jw_key(&w, "kld_lower_bound"), kiln_jw_real(&w, r->kld_lower_bound);
+        kiln_jw_key(&w, "optimal"), kiln_jw_bool(&w, r->budget_exact);
+        kiln_jw_end_obj(&w);
+    } else {
+        kiln_jw_null(&w);
+    }
     kiln_jw_key(&w, "types"), kiln_jw_arr(&w);
     type_total *tt = calloc(r->n_tensors + 1, sizeof *tt);
     for (uint32_t k = 0, n = tt ? type_totals(r, tt) : 0; k < n; k++) {
@@ -345,7 +389,44 @@ typedef struct cli {
     bool json, quiet, list_types;
     const char *imatrix_file;
     uint64_t threads;
+    bool budget;              /* --target-bpw or --target-size (then -f is the text) */
+    const char *sens_file;    /* --sensitivity */
+    const char *text;         /* -f with a budget: scan on this text */
+    kiln_sensitivity sens;    /* read or scanned */
 } cli;
+
+/* With a budget, -f names the calibration text (as with --analyze); known
+ * before getopt runs, since it decides whether -f takes an argument. */
+static bool wants_budget(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strncmp(argv[i], "--target-bpw", 12) || !strncmp(argv[i], "--target-size", 13)) return true;
+    return false;
+}
+
+/* Usage errors of a budget run, and the COPY target it plans from. */
+static int check_budget_opts(cli *c) {
+    const char *cmd = "quantize";
+    if (c->o.target_bpw > 0 && c->o.target_size)
+        return kiln_cli_usage_error(cmd, "give --target-bpw or --target-size, not both");
+    if (!c->budget) {
+        if (c->sens_file) return kiln_cli_usage_error(cmd, "--sensitivity needs --target-bpw or --target-size");
+        return -1;
+    }
+    if (!c->sens_file && !c->text)
+        return kiln_cli_usage_error(cmd, "a size budget needs --sensitivity FILE or -f TEXT to scan the model on");
+    if (c->sens_file && c->text)
+        return kiln_cli_usage_error(cmd, "give --sensitivity FILE or -f TEXT, not both");
+    if (c->o.n_overrides || c->o.output_type >= 0 || c->o.token_embd_type >= 0 || c->o.pure)
+        return kiln_cli_usage_error(cmd, "a size budget chooses every type: --tensor-type, --output-tensor-type, "
+                                         "--token-embedding-type and --pure do not combine with it");
+    if (c->o.keep_split || c->o.split_max_size)
+        return kiln_cli_usage_error(cmd, "a size budget is for one file: --keep-split and --split-max-size do not "
+                                         "combine with it");
+    kiln_err err = {{0}};
+    if (kiln_quant_target_parse("COPY", &c->o.target, &err) < 0) return kiln_cli_usage_error(cmd, "%s", err.msg);
+    c->o.target.name = c->o.target_size ? "--target-size" : "--target-bpw"; /* what the summary says it did */
+    return -1;
+}
 
 /* Returns -1 to go on, or the exit code. */
 static int parse(int argc, char **argv, cli *c) {
@@ -362,16 +443,21 @@ static int parse(int argc, char **argv, cli *c) {
         {"dry-run", no_argument, 0, O_DRY},
         {"json", no_argument, 0, O_JSON},
         {"list-types", no_argument, 0, O_LIST},
+        {"target-bpw", required_argument, 0, O_BPW},
+        {"target-size", required_argument, 0, O_SIZE},
+        {"sensitivity", required_argument, 0, O_SENS},
+        {"per-expert", no_argument, 0, O_PER_EXPERT},
         {"threads", required_argument, 0, 't'},
         {"quiet", no_argument, 0, 'q'},
-        {"force", no_argument, 0, 'f'},
+        {"force", no_argument, 0, O_FORCE}, /* not 'f': with a budget, -f is the text */
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     kiln_err err = {{0}};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "t:qfh", opts, NULL)) != -1) {
+    c->budget = wants_budget(argc, argv);
+    while ((ch = getopt_long(argc, argv, c->budget ? "t:qf:h" : "t:qfh", opts, NULL)) != -1) {
         switch (ch) {
         case O_IMATRIX: c->imatrix_file = optarg; break;
         case O_TT: {
@@ -400,18 +486,40 @@ static int parse(int argc, char **argv, cli *c) {
         case O_DRY: c->o.dry_run = true; break;
         case O_JSON: c->json = true; break;
         case O_LIST: c->list_types = true; break;
+        case O_BPW: {
+            char *end;
+            c->o.target_bpw = strtod(optarg, &end);
+            if (end == optarg || *end || !(c->o.target_bpw > 0 && c->o.target_bpw <= 64))
+                return kiln_cli_usage_error("quantize", "--target-bpw needs bits per weight, e.g. 3.5");
+            break;
+        }
+        case O_SIZE:
+            if (!kiln_parse_size(optarg, &c->o.target_size) || !c->o.target_size)
+                return kiln_cli_usage_error("quantize", "--target-size needs bytes, or a size like 700M or 3.5Gi");
+            break;
+        case O_SENS: c->sens_file = optarg; break;
+        case O_PER_EXPERT:
+            return kiln_cli_usage_error("quantize", "--per-expert: a GGUF tensor has one type and llama.cpp "
+                                                    "loads a 3-D expert tensor as one, so all its experts share "
+                                                    "a type");
         case 't':
             if (!kiln_parse_u64(optarg, &c->threads) || !c->threads)
                 return kiln_cli_usage_error("quantize", "--threads needs a positive number");
             break;
         case 'q': c->quiet = true; break;
-        case 'f': c->o.force = true; break;
+        case 'f':
+            if (c->budget) c->text = optarg;
+            else c->o.force = true;
+            break;
+        case O_FORCE: c->o.force = true; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
         default: return kiln_cli_usage_error("quantize", "unknown option");
         }
     }
     if (c->o.keep_split && c->o.split_max_size)
         return kiln_cli_usage_error("quantize", "--keep-split and --split-max-size cannot be combined");
+    int budget_rc = check_budget_opts(c);
+    if (budget_rc >= 0) return budget_rc;
     if (c->list_types) {
         if (optind < argc) return kiln_cli_usage_error("quantize", "--list-types takes no arguments");
         c->json ? list_types_json() : list_types_markdown();
@@ -424,6 +532,13 @@ static int parse(int argc, char **argv, cli *c) {
 static int positionals(int argc, char **argv, cli *c, const char **in, const char **out) {
     int npos = argc - optind;
     const char *target;
+    if (c->budget) {
+        if (npos == 2) *in = argv[optind], *out = argv[optind + 1];
+        else if (npos == 1 && c->o.dry_run) *in = argv[optind], *out = NULL;
+        else return kiln_cli_usage_error("quantize", c->o.dry_run ? "expects IN [OUT] with a size budget"
+                                                                   : "expects IN OUT with a size budget");
+        return -1;
+    }
     if (npos == 3) *in = argv[optind], *out = argv[optind + 1], target = argv[optind + 2];
     else if (npos == 2 && c->o.dry_run) *in = argv[optind], *out = NULL, target = argv[optind + 1];
     else
@@ -454,7 +569,30 @@ static int run(const cli *c, const char *in, const char *out) {
     return rc;
 }
 
+/* The rows of a budget run: read from --sensitivity, or scanned from IN on
+ * -f TEXT. Returns -1 to go on, or the exit code. */
+static int load_sensitivity(cli *c, const char *in) {
+    kiln_err err = {{0}};
+    if (c->sens_file) {
+        if (kiln_sensitivity_read(c->sens_file, &c->sens, &err) < 0) return kiln_cli_fail(&err);
+        c->o.sensitivity_path = c->sens_file;
+    } else {
+        kiln_scan_params p = {.text_path = c->text, .imatrix_path = c->imatrix_file, .n_threads = (int)c->threads,
+                              .progress = !c->quiet && !c->json};
+        if (kiln_sensitivity_scan(in, &p, &c->sens, &err) < 0) return kiln_cli_fail(&err);
+        c->o.sensitivity_path = "(scan)";
+    }
+    const char *im = c->imatrix_file ? strrchr(c->imatrix_file, '/') : NULL;
+    im = im ? im + 1 : c->imatrix_file ? c->imatrix_file : "-";
+    if (strcmp(im, c->sens.imatrix) && !c->quiet && !c->json)
+        fprintf(stderr, "kiln quantize: warning: %s was scanned with imatrix %s, this run quantizes with %s: the "
+                        "estimates may not hold\n", c->o.sensitivity_path, kiln_esc(c->sens.imatrix).s, kiln_esc(im).s);
+    c->o.sensitivity = &c->sens;
+    return -1;
+}
+
 int kiln_cmd_quantize(int argc, char **argv) {
+    if (kiln_quantize_wants_analyze(argc, argv)) return kiln_cmd_quantize_analyze(argc, argv);
     cli c = {.o = {.output_type = -1, .token_embd_type = -1}};
     const char *in = NULL, *out = NULL;
     kiln_imatrix *im = NULL;
@@ -466,7 +604,9 @@ int kiln_cmd_quantize(int argc, char **argv) {
         c.o.imatrix = im;
         c.o.imatrix_path = c.imatrix_file;
     }
+    if (rc < 0 && c.budget) rc = load_sensitivity(&c, in);
     if (rc < 0) rc = run(&c, in, out);
+    kiln_sensitivity_free(&c.sens);
     kiln_imatrix_free(im);
     for (uint32_t i = 0; i < c.o.n_overrides; i++) kiln_override_free(&c.o.overrides[i]);
     free(c.o.overrides);

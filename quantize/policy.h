@@ -120,6 +120,7 @@ typedef enum kiln_plan_why {
     KILN_WHY_OVERRIDE,   /* --tensor-type (see override) */
     KILN_WHY_OUTPUT_OPT, /* --output-tensor-type */
     KILN_WHY_EMBD_OPT,   /* --token-embedding-type */
+    KILN_WHY_BUDGET,     /* --target-bpw / --target-size: the allocation (quantize/budget.h) */
 } kiln_plan_why;
 
 typedef struct kiln_tensor_plan {

@@ -9,6 +9,7 @@
 #include "../convert/convert.h"
 #include "../imatrix/imatrix_check.h"
 #include "../codec/codec.h"
+#include "budget.h"
 
 #include <math.h>
 #include <omp.h>
@@ -570,24 +571,48 @@ static void outputs_abort(outputs *os) {
     os->n = 0;
 }
 
-/* The input's keys, then what llama-quantize sets: it removes and re-adds
- * these two, so they move to the end. */
-static int set_metadata(kiln_gguf_writer *w, const kiln_gguf *g, const kiln_quant_opts *o, uint32_t ftype,
-                        kiln_err *err) {
-    if (kiln_writer_copy_kv(w, g, err) < 0) return -1;
-    kiln_writer_remove(w, "general.quantization_version");
-    kiln_writer_remove(w, "general.file_type");
-    if (kiln_writer_set_u32(w, "general.quantization_version", 2, err) < 0 ||
-        kiln_writer_set_u32(w, "general.file_type", ftype, err) < 0)
-        return -1;
+static int set_imatrix_keys(kiln_gguf_writer *w, const kiln_quant_opts *o, kiln_err *err) {
     const kiln_imatrix *im = o->imatrix;
-    if (!im) return 0;
     if (kiln_writer_set_str(w, "quantize.imatrix.file", o->imatrix_path ? o->imatrix_path : "", err) < 0) return -1;
     if (im->n_datasets && kiln_writer_set_str(w, "quantize.imatrix.dataset", im->datasets[0], err) < 0) return -1;
     if (kiln_writer_set_u32(w, "quantize.imatrix.entries_count", (uint32_t)im->n_entries, err) < 0) return -1;
     if (im->chunk_count && kiln_writer_set_u32(w, "quantize.imatrix.chunks_count", im->chunk_count, err) < 0)
         return -1;
     return 0;
+}
+
+/* What a budget run was given and found (README, "Quantizing to a size
+ * budget"). Every value has a fixed size whatever the allocation, so the
+ * file size computed before allocating holds after it. */
+static int set_budget_keys(kiln_gguf_writer *w, const kiln_quant_opts *o, const kiln_quant_report *r,
+                           kiln_err *err) {
+    const kiln_sensitivity *sn = o->sensitivity;
+    const char *base = strrchr(o->sensitivity_path, '/');
+    base = base ? base + 1 : o->sensitivity_path;
+    int rc = o->target_size ? kiln_writer_set_u64(w, "kiln.quantize.target_size", o->target_size, err)
+                            : kiln_writer_set_f32(w, "kiln.quantize.target_bpw", (float)o->target_bpw, err);
+    if (rc == 0) rc = kiln_writer_set_u64(w, "kiln.quantize.budget_bytes", r->budget_bytes, err);
+    if (rc == 0) rc = kiln_writer_set_str(w, "kiln.quantize.sensitivity", base, err);
+    if (rc == 0) rc = kiln_writer_set_str(w, "kiln.quantize.sensitivity.layout_xxh64", sn->layout_xxh64, err);
+    if (rc == 0) rc = kiln_writer_set_str(w, "kiln.quantize.sensitivity.text", sn->text, err);
+    if (rc == 0) rc = kiln_writer_set_u64(w, "kiln.quantize.sensitivity.n_tokens", (uint64_t)sn->n_tokens, err);
+    if (rc == 0) rc = kiln_writer_set_f32(w, "kiln.quantize.estimated_kld", (float)r->estimated_kld, err);
+    return rc;
+}
+
+/* The input's keys, then what llama-quantize sets: it removes and re-adds
+ * these two, so they move to the end; then the imatrix's keys and a
+ * budget run's. */
+static int set_metadata(kiln_gguf_writer *w, const kiln_gguf *g, const kiln_quant_opts *o,
+                        const kiln_quant_report *r, kiln_err *err) {
+    if (kiln_writer_copy_kv(w, g, err) < 0) return -1;
+    kiln_writer_remove(w, "general.quantization_version");
+    kiln_writer_remove(w, "general.file_type");
+    if (kiln_writer_set_u32(w, "general.quantization_version", 2, err) < 0 ||
+        kiln_writer_set_u32(w, "general.file_type", r->ftype, err) < 0)
+        return -1;
+    if (o->imatrix && set_imatrix_keys(w, o, err) < 0) return -1;
+    return o->sensitivity ? set_budget_keys(w, o, r, err) : 0;
 }
 
 static int set_split_keys(kiln_gguf_writer *w, uint32_t no, uint32_t count, uint64_t n_tensors, kiln_err *err) {
@@ -624,7 +649,7 @@ static int open_outputs(const source *s, const char *out, const kiln_quant_opts 
         else if (!os->w[k]) rc = -1;
         else os->n = k + 1;
         free(name);
-        if (rc == 0 && k == 0) rc = set_metadata(os->w[0], s->kv, o, r->ftype, err);
+        if (rc == 0 && k == 0) rc = set_metadata(os->w[0], s->kv, o, r, err);
         if (rc == 0 && n > 1) rc = set_split_keys(os->w[k], k, n, r->n_tensors, err);
     }
     for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
@@ -718,6 +743,48 @@ static int write_model(const source *s, const char *out, const kiln_quant_opts *
     return rc;
 }
 
+/* The size of the file the plan in `r` gives, from a writer declared as
+ * write_model declares it (nothing is written). */
+static int planned_file_size(const source *s, const kiln_quant_opts *o, const kiln_quant_report *r, uint64_t *size,
+                             kiln_err *err) {
+    kiln_write_opts wo = {0};
+    kiln_gguf_writer *w = kiln_writer_new(s->path, &wo, err);
+    if (!w) return -1;
+    int rc = set_metadata(w, s->kv, o, r, err);
+    for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
+        const kiln_quant_tensor *q = &r->tensors[i];
+        rc = kiln_writer_add_tensor(w, q->name, q->plan.to, q->n_dims, q->ne, err);
+    }
+    if (rc == 0) rc = kiln_writer_file_size(w, size, err);
+    kiln_writer_abort(w);
+    return rc;
+}
+
+/* --target-bpw / --target-size: replaces the kept types of the tensors
+ * the sensitivity file covers with the allocation's (budget.h). */
+static int apply_budget(const source *s, const kiln_quant_opts *o, kiln_quant_report *r, kiln_err *err) {
+    if (!s->g)
+        return kiln_fail(err, s->path, NULL, -1,
+                         "a size budget needs a GGUF input (the sensitivity file describes one); convert it first");
+    if (kiln_sensitivity_matches(o->sensitivity, o->sensitivity_path, s->g, err) < 0) return -1;
+    uint64_t size, left_out;
+    if (planned_file_size(s, o, r, &size, err) < 0) return -1;
+    if (kiln_budget_apply(o, r, size, s->kv->alignment, &left_out, err) < 0) return -1;
+    if (left_out)
+        warn(r, "%llu rows of %s left out: their types need an importance matrix and no --imatrix was given",
+             (unsigned long long)left_out, o->sensitivity_path);
+    if (!r->budget_exact)
+        warn(r, "the allocation search stopped at its node limit: the plan is the best found, within %.3g of the "
+                "best possible estimate", r->estimated_kld - r->kld_lower_bound);
+    /* the computed size must be the file's: checked, not assumed */
+    uint64_t check;
+    if (planned_file_size(s, o, r, &check, err) < 0) return -1;
+    if (check != r->file_bytes)
+        return kiln_fail(err, s->path, NULL, -1, "internal: the budget plan's file is %llu bytes, computed %llu",
+                         (unsigned long long)check, (unsigned long long)r->file_bytes);
+    return 0;
+}
+
 /* general.file_type of the output: the target's, or for COPY the
  * input's own (llama.cpp's loader ftype; 0, all F32, when it has none). */
 static uint32_t output_ftype(const source *s, const kiln_quant_opts *o) {
@@ -735,6 +802,7 @@ int kiln_quantize_plan(const char *in, const kiln_quant_opts *o, kiln_quant_repo
     r->ftype = output_ftype(&s, o);
     uint64_t *visit = visiting_order(&s, o->keep_split && source_shards(&s) > 1);
     int rc = visit ? plan_model(&s, visit, visit, o, r, err) : kiln_fail(err, in, NULL, -1, "out of memory");
+    if (rc == 0 && o->sensitivity) rc = apply_budget(&s, o, r, err);
     free(visit);
     source_close(&s);
     return rc;
@@ -760,6 +828,7 @@ int kiln_quantize_model(const char *in, const char *out, const kiln_quant_opts *
         for (uint64_t i = 0; i < s.n; i++) write[i] = i;
     int rc = visit && write ? 0 : kiln_fail(err, in, NULL, -1, "out of memory");
     if (rc == 0) rc = plan_model(&s, visit, write, o, r, err);
+    if (rc == 0 && o->sensitivity) rc = apply_budget(&s, o, r, err);
     if (rc == 0) rc = validate(in, o, r, err);
     if (rc == 0 && !o->dry_run) rc = write_model(&s, out, o, r, write, err);
     if (write != visit) free(write);

@@ -21,7 +21,9 @@
  * archive, which then streams in one pass), the input's metadata with
  * general.quantization_version = 2 and general.file_type moved to the end,
  * then quantize.imatrix.{file,dataset,entries_count,chunks_count} when an
- * imatrix is given.
+ * imatrix is given, then kiln.quantize.* with a size budget (the types
+ * then come from quantize/budget.h; README, "Quantizing to a size
+ * budget").
  *
  * kiln_quantize_tensor() is the piece other tools reuse (splice
  * --requantize, ...): f32 rows in, blocks out, with each expert of a 3-D
@@ -35,6 +37,7 @@
 #include "../core/error.h"
 #include "../core/imatrix_file.h"
 #include "policy.h"
+#include "sensitivity_file.h"
 
 /* Quantizes a tensor of ne[0] x ne[1] x ne[2] x ne[3] f32 values (GGUF
  * order: rows of ne[0]) to `type`, into dst (kiln_type_row_bytes(type,
@@ -61,6 +64,16 @@ typedef struct kiln_quant_opts {
     bool keep_split;               /* one output shard per input shard */
     uint64_t split_max_size;       /* bytes per output shard, 0: one file */
     bool force;                    /* overwrite existing outputs */
+    /* A size budget (--target-bpw / --target-size; target is then COPY and
+     * no override, split or HF input is allowed): every tensor the
+     * sensitivity file has rows for gets the type budget.c picks from
+     * them, the rest keep theirs, and the whole file (header, metadata,
+     * padding, tensors) stays within target_size bytes, or target_bpw x
+     * the model's weights / 8. */
+    const kiln_sensitivity *sensitivity;
+    const char *sensitivity_path;  /* as given, for messages and kiln.quantize.sensitivity */
+    double target_bpw;             /* > 0: the budget in bits per weight of the whole file */
+    uint64_t target_size;          /* > 0: the budget in bytes of the whole file */
 } kiln_quant_opts;
 
 typedef struct kiln_quant_tensor {
@@ -71,6 +84,7 @@ typedef struct kiln_quant_tensor {
     uint64_t bytes_in, bytes_out;
     bool imatrix;          /* quantized with importance weights */
     int64_t zero_experts;  /* experts whose imatrix count was 0 */
+    double dkld;           /* budget: the estimated dKLD of the type picked (0 for the rest) */
 } kiln_quant_tensor;
 
 typedef struct kiln_quant_report {
@@ -87,6 +101,12 @@ typedef struct kiln_quant_report {
     char **outputs;                /* files written (shards) */
     uint32_t n_outputs;
     double seconds;
+    /* With a budget: */
+    uint64_t budget_bytes;         /* the whole file's allowance */
+    uint64_t file_bytes;           /* the size of the file written (computed as the writer lays it out) */
+    double estimated_kld;          /* sum of the picked rows' dKLD */
+    double kld_lower_bound;        /* no plan within the budget has a smaller sum */
+    bool budget_exact;             /* the allocation is proven optimal for the estimates */
 } kiln_quant_report;
 
 /* Quantizes `in` (a GGUF or a Hugging Face model) to `out` as `o` says,

@@ -1,7 +1,8 @@
 /* runtime/attention.c - one block's self-attention: q/k/v projections
- * (fused for gpt2, with biases where present), qwen3's per-head q/k RMS
- * norms, RoPE, the append to the f32 KV cache, causal softmax attention
- * with grouped KV heads, and the output projection.
+ * (fused for gpt2, with biases where present), the q/k RMS norms (per
+ * head for qwen3 and gemma3, over the whole projection for olmo2), RoPE,
+ * the append to the f32 KV cache, causal softmax attention with grouped KV
+ * heads, and the output projection.
  *
  * As in llama.cpp: head h reads KV head h / (n_head / n_head_kv); scores
  * are f32 dot products scaled by 1/sqrt(head_dim) inside the softmax; and
@@ -93,6 +94,8 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     const float scale = kiln_attn_scale(hp), cap = hp->attn_softcap;
     const bool swa = kiln_layer_slides(hp, il);
     const kiln_kv_cache *kv = &c->kv;
+    const kiln_tensor *sink_t = c->m->layers[il].attn_sinks;
+    const float *sinks = sink_t ? (const float *)sink_t->data : NULL;
     /* threads only pay off once there is real work */
     const double work = (double)n * (double)nh * (double)n_kv * (double)hd;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (work > 1e6)
@@ -106,14 +109,16 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
         if (exact) {
             for (int64_t j = 0; j < n_att; j++) s[j] = dot_exact(qh, kiln_kv_k(kv, il, j) + off, hd);
             kiln_mask_scores(s, lo, n_att, cap);
-            kiln_softmax(s, n_att, scale, KILN_NUM_EXACT);
+            if (sinks) kiln_softmax_sink(s, n_att, scale, sinks[h], KILN_NUM_EXACT);
+            else kiln_softmax(s, n_att, scale, KILN_NUM_EXACT);
             kqv_exact(kv, il, off, s, n_att, hd, o);
             continue;
         }
-        for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot(qh, kiln_kv_k(kv, il, j) + off, hd);
+        for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot_f32(qh, kiln_kv_k(kv, il, j) + off, hd);
         for (int64_t j = n_att; j < n_kv; j++) s[j] = -INFINITY;
         kiln_mask_scores(s, lo, n_att, cap);
-        kiln_softmax(s, n_kv, scale, KILN_NUM_GGML);
+        if (sinks) kiln_softmax_sink(s, n_kv, scale, sinks[h], KILN_NUM_GGML); /* gpt-oss */
+        else kiln_softmax(s, n_kv, scale, KILN_NUM_GGML);
         if (tinyblas) kqv_tinyblas(kv, il, off, s, n_att, hd, acc, o);
         else kqv_vecdot(kv, il, off, s, n_att, n_kv, hd, acc, o);
     }
@@ -124,11 +129,14 @@ void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap) {
     for (int64_t j = 0; j < lo; j++) s[j] = -INFINITY;
 }
 
-/* Applies a per-head RMS norm (qwen3's q_norm / k_norm) to n rows of
- * n_heads heads. */
-static void head_norm(float *x, const kiln_tensor *w, int64_t n, int64_t n_heads, int64_t hd, float eps) {
+/* Applies the RMS norm w (q_norm / k_norm) to n rows of `width` values in
+ * pieces as wide as w: one head for qwen3 and gemma3, the whole row for
+ * olmo2. */
+static void head_norm(float *x, const kiln_tensor *w, int64_t n, int64_t width, float eps) {
     if (!w) return;
-    for (int64_t i = 0; i < n * n_heads; i++) kiln_rms_norm(x + i * hd, (const float *)w->data, x + i * hd, hd, eps);
+    const int64_t len = w->ne[0];
+    for (int64_t i = 0; i < n * (width / len); i++)
+        kiln_rms_norm(x + i * len, (const float *)w->data, x + i * len, len, eps);
 }
 
 /* RoPE of block il: the sliding layers of a gemma have their own base. */
@@ -174,8 +182,8 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
         kiln_fwd_bias(k, L->bk, n, n_kv);
         kiln_fwd_bias(v, L->bv, n, n_kv);
     }
-    head_norm(c->q, L->attn_q_norm, n, hp->n_head, hd, hp->norm_eps);
-    head_norm(k, L->attn_k_norm, n, hp->n_head_kv, hd, hp->norm_eps);
+    head_norm(c->q, L->attn_q_norm, n, n_q, hp->norm_eps);
+    head_norm(k, L->attn_k_norm, n, n_kv, hp->norm_eps);
     rope_rows(c, il, c->q, n, hp->n_head, hd);
     rope_rows(c, il, k, n, hp->n_head_kv, hd);
     if (hp->attn_scale != 0.0f) /* gemma: ggml_scale(Qcur, f_attention_scale) */
@@ -185,6 +193,8 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
         kiln_f16_round(v, v, n * n_kv);
     }
     kiln_attend(c, il, n);
+    for (int64_t t = 0; L->attn_sub_norm && t < n; t++) /* bitnet: RMS norm of the heads' output */
+        kiln_rms_norm(c->att + t * n_q, (const float *)L->attn_sub_norm->data, c->att + t * n_q, n_q, hp->norm_eps);
     if (kiln_fwd_matmul(c, L->wo, -1, c->att, n, c->tmp, err) < 0) return -1;
     kiln_fwd_bias(c->tmp, L->bo, n, hp->n_embd);
     return 0;

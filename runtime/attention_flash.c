@@ -94,6 +94,26 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
         for (int64_t i = 0; i < n; i++) acc[i] = round_h(fmaf(v[i], a, acc[i]));
 }
 
+/* gpt-oss's sink logit s of the head, after every cell, as ggml's kernels
+ * add it: a new maximum rescales the (f32) accumulator and the sum by
+ * expf(M - s), otherwise the sum takes expf(s - M). */
+static void sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
+    float ms = 1.0f, vs = 1.0f;
+    if (s > *M) {
+        ms = expf(*M - s);
+        *M = s;
+        for (int64_t d = 0; d < hd; d++) acc[d] *= ms;
+    } else {
+        vs = expf(s - *M);
+    }
+    *S = *S * ms + vs;
+}
+
+static const float *layer_sinks(const kiln_ctx *c, int64_t il) {
+    const kiln_tensor *t = c->m->layers[il].attn_sinks;
+    return t ? (const float *)t->data : NULL;
+}
+
 /* ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V (the
  * cache rows already hold f16 values, kiln_f16_round), per head and query:
  * the query is rounded to f16; for each visible cell j in order,
@@ -109,6 +129,7 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
  * cap * tanhf(dot * (scale / cap)), ggml's logit_softcap. */
 static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
     const kiln_hparams *hp = &c->m->hp;
+    const float *sinks = layer_sinks(c, il);
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
     const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
     const float cap = hp->attn_softcap, scale = kiln_attn_scale(hp) / (cap != 0.0f ? cap : 1.0f);
@@ -140,6 +161,7 @@ static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
             h_mad(acc, kiln_kv_v(kv, il, j) + off, vs, hd);
             S = S * ms + vs;
         }
+        if (sinks) sink_step(sinks[h], &M, &S, acc, hd);
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
         for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
     }
@@ -318,6 +340,8 @@ static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, in
          * 0 * v leave the chains unchanged, so they are left out */
         fa_gemm(w->vkq, hd, w->kq, FA_TILE, kiln_kv_v(kv, il, c0) + off, kv->row, nq, n_used, (int)hd);
     }
+    const float *sinks = layer_sinks(c, il);
+    for (int i = 0; i < nq && sinks; i++) sink_step(sinks[h], &w->m[i], &w->s[i], w->vkq + i * hd, hd);
     for (int i = 0; i < nq; i++) {
         const float inv = w->s[i] == 0.0f ? 0.0f : 1.0f / w->s[i];
         float *o = c->att + (t0 + i) * n_q + h * hd;

@@ -39,6 +39,8 @@ static int alloc_scratch(kiln_ctx *c) {
                              (int64_t)c->n_threads * c->work_stride};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!(*bufs[i] = malloc((size_t)sizes[i] * sizeof(float)))) return -1;
+    if (hp->arch == KILN_ARCH_DEEPSEEK2 && !(c->mla = malloc((size_t)(b * kiln_deepseek2_scratch(hp)) * sizeof(float))))
+        return -1;
     if (hp->n_expert == 0) return 0;
     c->router = malloc((size_t)(b * hp->n_expert) * sizeof(float));
     c->sel = malloc((size_t)(b * k) * sizeof(int32_t));
@@ -86,6 +88,8 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
     if (lr) c->rope.freq_factors = (const float *)lr->data;
     c->rope_swa = c->rope;
     c->rope_swa.freq_base = hp->rope_freq_base_swa;
+    kiln_yarn_setup(hp, &c->rope); /* YaRN's correction dims depend on the base */
+    kiln_yarn_setup(hp, &c->rope_swa);
     if (kiln_kv_init(&c->kv, hp->n_layer, c->n_ctx, hp->head_dim * hp->n_head_kv, err) < 0) goto fail;
     if (alloc_scratch(c) < 0) {
         kiln_fail(err, NULL, "n_ctx", -1, "out of memory for the buffers of %lld positions",
@@ -103,7 +107,7 @@ void kiln_ctx_free(kiln_ctx *c) {
     kiln_kv_free(&c->kv);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
                     c->rope_cs, c->rope_cs_swa, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
-                    c->ex_out, c->ex_round, c->slot_out, c->sh_gate};
+                    c->ex_out, c->ex_round, c->slot_out, c->sh_gate, c->mla};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -149,9 +153,12 @@ static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor
     }
 }
 
-int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3) return kiln_gemma_block(c, il, n, err);
+    if (hp->arch == KILN_ARCH_BITNET) return kiln_bitnet_block(c, il, n, err);
+    if (hp->arch == KILN_ARCH_OLMO2) return kiln_olmo2_block(c, il, n, err);
+    if (hp->arch == KILN_ARCH_DEEPSEEK2) return kiln_deepseek2_block(c, il, n, err);
     const kiln_layer *L = &c->m->layers[il];
     const int64_t d = hp->n_embd;
     norm_rows(c, L->attn_norm, L->attn_norm_b, c->x, c->xn, n);
@@ -165,6 +172,14 @@ int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     if (r < 0) return -1;
     kiln_scale_rows(c->tmp, n * d, hp->residual_scale);
     kiln_vec_add(c->x, c->tmp, n * d);
+    return 0;
+}
+
+/* Every way of evaluating (kiln_eval, layer_major.c) runs blocks through
+ * here, so the layer hook sees each one. */
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+    if (block(c, il, n, err) < 0) return -1;
+    if (c->p.layer_hook) c->p.layer_hook(c->p.observer_user, il, c->x, n, c->m->hp.n_embd);
     return 0;
 }
 

@@ -49,6 +49,7 @@ struct kiln_ctx {
                         * max(n_embd, n_ff_exp) */
     float *slot_out;   /* n_expert_used * n_embd */
     float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
+    float *mla;        /* deepseek2's MLA intermediates (deepseek2.c), else NULL */
 };
 
 /* The steps of evaluating n <= n_batch tokens at positions n_past..:
@@ -68,6 +69,10 @@ int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err);
  * message naming the tensor. */
 int kiln_fwd_matmul(kiln_ctx *c, const kiln_tensor *w, int expert, const float *x, int64_t n,
                     float *y, kiln_err *err);
+
+/* Calls the output hook, when set, with the n rows y = W x just computed
+ * (expert >= 0: the rows routed to that expert, listed in c->rows). */
+void kiln_fwd_observe(kiln_ctx *c, const kiln_tensor *w, int expert, const float *y, int64_t n);
 
 /* y[t] += b for each of n rows of width w; b may be NULL. */
 void kiln_fwd_bias(float *y, const kiln_tensor *b, int64_t n, int64_t w);
@@ -117,6 +122,33 @@ int64_t kiln_attend_flash_scratch(int64_t head_dim);
 /* Gemma's block il (gemma.c): four RMS norms around attention and a GELU
  * gated FFN. */
 int kiln_gemma_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+
+/* BitNet b1.58's block il (bitnet.c): the llama block with RMS sub-norms
+ * before wo and ffn_down. */
+int kiln_bitnet_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+
+/* OLMo 2's block il (olmo2.c): no pre-norms, RMS norms on the attention
+ * and FFN outputs before each joins the residual stream. */
+int kiln_olmo2_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+
+/* gpt-oss (gptoss.c): x = softmax(x * scale) with a sink logit in the
+ * maximum and the sum (ggml's soft_max_ext with sinks); swiglu_oai of n
+ * gate and up values; y[t] += row e of an expert bias [w, n_expert] for m
+ * rows of width w (b may be NULL). */
+void kiln_softmax_sink(float *x, int64_t n, float scale, float sink, kiln_numeric_mode mode);
+void kiln_swiglu_oai(const float *g, const float *u, float *y, int64_t n, kiln_numeric_mode mode);
+void kiln_expert_bias(float *y, const kiln_tensor *b, int e, int64_t m, int64_t w);
+
+/* YaRN (yarn.c): sets r's ramp, correction dimensions and attention
+ * factor from hp when the model's rope scaling is yarn; else nothing. */
+void kiln_yarn_setup(const kiln_hparams *hp, kiln_rope *r);
+
+/* DeepSeek V2/V3's block il (deepseek2.c): MLA attention in llama.cpp's
+ * absorbed form (MQA over kv_lora_rank + n_rot), then a dense FFN or the
+ * grouped MoE with shared experts. */
+int kiln_deepseek2_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err);
+/* Floats per token of c->mla that kiln_deepseek2_block needs. */
+int64_t kiln_deepseek2_scratch(const kiln_hparams *hp);
 
 /* Gemma's embedding scale, x *= sqrt(n_embd) over n rows (gemma.c). */
 void kiln_gemma_scale_embd(const kiln_ctx *c, float *x, int64_t n);

@@ -1,10 +1,11 @@
 /* runtime/fwd_matmul.c - how the forward pass multiplies by a weight: the
- * imatrix hook, expert slabs of 3-D tensors, and bias rows.
+ * imatrix hook, the output observer, expert slabs of 3-D tensors, and bias
+ * rows.
  *
  * Every matrix product of the model goes through kiln_fwd_matmul, so this
  * is the one place that knows how to find expert e's matrix (it starts e
- * whole expert matrices into the tensor) and the one place the hook is
- * called from. */
+ * whole expert matrices into the tensor) and the one place the hooks are
+ * called from (moe.c's own expert kernel calls kiln_fwd_observe too). */
 #include "forward_impl.h"
 
 #include "../core/types.h"
@@ -22,10 +23,19 @@ int kiln_fwd_matmul(kiln_ctx *c, const kiln_tensor *w, int expert, const float *
         c->p.hook(c->p.hook_user, name, expert, x, n, n_in);
     }
     if (!y || n == 0) return 0;
-    if ((expert >= 0 ? kiln_matmul_expert : kiln_matmul)(w->type, data, n_in, n_out, x, n, y, c->p.mode) == 0)
+    if ((expert >= 0 ? kiln_matmul_expert : kiln_matmul)(w->type, data, n_in, n_out, x, n, y, c->p.mode) == 0) {
+        kiln_fwd_observe(c, w, expert, y, n);
         return 0;
+    }
     return kiln_fail(err, NULL, NULL, -1, "%.*s: matrix product failed (type %s unsupported, or out of memory)",
                      (int)w->name.len, w->name.ptr, kiln_type_name(w->type));
+}
+
+void kiln_fwd_observe(kiln_ctx *c, const kiln_tensor *w, int expert, const float *y, int64_t n) {
+    if (!c->p.output_hook || n == 0) return;
+    char name[160];
+    snprintf(name, sizeof name, "%.*s", (int)w->name.len, w->name.ptr);
+    c->p.output_hook(c->p.observer_user, name, expert, expert >= 0 ? c->rows : NULL, y, n, w->ne[1]);
 }
 
 void kiln_fwd_bias(float *y, const kiln_tensor *b, int64_t n, int64_t w) {

@@ -58,6 +58,15 @@
                            .panel = {X86(vnni), X86(vnni_gemv), X86(vnni_gemm)}},                \
     }
 
+/* A type whose direct kernels take every product (no panels), with an
+ * AVX-512 kernel of its own (also on VNNI CPUs). */
+#define DIRECT_ISA(avx2, avx512)                                           \
+    {                                                                      \
+        [KILN_ISA_AVX2] = {.direct = {X86(avx2), NULL}},                   \
+        [KILN_ISA_AVX512] = {.direct = {X86(avx512), NULL}},               \
+        [KILN_ISA_VNNI] = {.direct = {X86(avx512), NULL}},                 \
+    }
+
 /* The float types share their kernels (the type is an argument). */
 #define FLOAT_ISA                                                                                          \
     {                                                                                                      \
@@ -95,9 +104,16 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q8_0_q8_0 (x86: 8 lanes of 4-weight sums, fmaf per block, hsum_float_8)",
         .qt = LEGACY(KILN_Q8_0, q8_0, KILN_COMB_LANES8),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_lanes8, NULL,
-                         kiln_qgemm_avx2_lanes8_t1, NULL, NULL,
-                         kiln_qgemm_vnni_lanes8_t2, NULL, NULL),
+        /* QUANT_ISA's levels, but decode reads the blocks in place, with a
+         * VNNI kernel of its own (vecdot_q8direct.c) */
+        .isa = {
+            [KILN_ISA_AVX2] = {.direct = {X86(kiln_q8direct_avx2), NULL},
+                               .panel = {X86(kiln_qgemm_avx2_lanes8_t1), NULL, NULL}},
+            [KILN_ISA_AVX512] = {.direct = {X86(kiln_q8direct_avx2), NULL},
+                                 .panel = {X86(kiln_qgemm_avx2_lanes8_t1), NULL, NULL}},
+            [KILN_ISA_VNNI] = {.direct = {X86(kiln_q8direct_vnni), NULL},
+                               .panel = {X86(kiln_qgemm_vnni_lanes8_t2), NULL, NULL}},
+        },
     },
     [KILN_Q4_0] = {
         .ggml_order = "ggml_vec_dot_q4_0_q8_0 (generic: sumf += (sumi * dx) * dy)",
@@ -292,6 +308,28 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
                .gemm_chunks = 1, .dot_gemv = kiln_vec_dot_mxfp4_gemv},
         .direct_tokens = INT32_MAX,
         .isa = QUANT_ISA(kiln_kdirect_mxfp4, kiln_kdirect_mxfp4_gemv, NULL, NULL, NULL, NULL, NULL, NULL),
+    },
+
+    /* ---- Q1_0 / Q2_0 against Q8_0: a weight block spans 4 / 2 Q8_0
+     * blocks (act_bytes); not repacked, no llamafile path: vec_dot for
+     * every product, the direct kernels from AVX2 up (vecdot_q12.c) ---- */
+    [KILN_Q1_0] = {
+        .ggml_order = "ggml_vec_dot_q1_0_q8_0 (AVX2: 8 lanes of 4-weight signed sums per Q8_0 block, "
+                      "mul then fmaf over the 4, fmaf by d per weight block, hsum_float_8)",
+        .qt = {.type = KILN_Q1_0, .act_type = KILN_Q8_0, .block = 128, .block_bytes = sizeof(kiln_block_q1_0),
+               .act_bytes = 4 * sizeof(kiln_block_q8_0), .dot = kiln_vec_dot_q1_0,
+               .comb = KILN_COMB_LANES8 /* never read: no panels */},
+        .direct_tokens = INT32_MAX,
+        .isa = DIRECT_ISA(kiln_kdirect_q1_0_avx2, kiln_kdirect_q1_0_avx512),
+    },
+    [KILN_Q2_0] = {
+        .ggml_order = "ggml_vec_dot_q2_0_q8_0 (x86 takes the generic C: per weight block sumi += dy * sum "
+                      "for its 2 Q8_0 blocks, sumf += d * sumi, no fma)",
+        .qt = {.type = KILN_Q2_0, .act_type = KILN_Q8_0, .block = 64, .block_bytes = sizeof(kiln_block_q2_0),
+               .act_bytes = 2 * sizeof(kiln_block_q8_0), .dot = kiln_vec_dot_q2_0,
+               .comb = KILN_COMB_Q8_0 /* never read: no panels */},
+        .direct_tokens = INT32_MAX,
+        .isa = DIRECT_ISA(kiln_kdirect_q2_0_avx2, kiln_kdirect_q2_0_avx512),
     },
 };
 

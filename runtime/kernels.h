@@ -137,13 +137,24 @@ void kiln_kdirect_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const 
                             int64_t);
 void kiln_kdirect_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                             int64_t);
-void kiln_kdirect_lanes8(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q8_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_q4_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+/* vecdot_q8direct.c: Q8_0 read straight from its blocks (AVX2, VNNI). */
+void kiln_q8direct_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_q8direct_vnni(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 /* vecdot_mxfp4.c (AVX2): MXFP4 in the vec_dot and the gemv order. */
 void kiln_kdirect_mxfp4(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kdirect_mxfp4_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                              int64_t);
+/* vecdot_q12.c: Q1_0 and Q2_0, AVX2 and AVX-512 (BW, DQ). */
+void kiln_kdirect_q1_0_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                            int64_t);
+void kiln_kdirect_q1_0_avx512(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                              int64_t);
+void kiln_kdirect_q2_0_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                            int64_t);
+void kiln_kdirect_q2_0_avx512(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                              int64_t);
 
 /* vecdot_qgemm.c: <ISA>_<kernel>_<combination>_t<tokens per pass>. The
  * gemm / gemv kernels of repacked types are named by the 32-weight chunks

@@ -8,7 +8,7 @@
  *
  * Deliberately refused rather than approximated: per-layer head counts or
  * FFN sizes, value heads of another size than key heads, and RoPE scaling
- * types other than none/linear (YaRN; phi3's LongRoPE is not a type but
+ * types other than none/linear/yarn (phi3's LongRoPE is not a type but
  * factor tensors and rope.scaling.attn_factor, which are applied). */
 #include "model.h"
 
@@ -30,6 +30,8 @@ static const struct {
     {"qwen3moe", KILN_ARCH_QWEN3MOE}, {"gpt2", KILN_ARCH_GPT2},
     {"gemma2", KILN_ARCH_GEMMA2},     {"gemma3", KILN_ARCH_GEMMA3},
     {"phi3", KILN_ARCH_PHI3},         {"granite", KILN_ARCH_GRANITE},
+    {"bitnet", KILN_ARCH_BITNET},     {"gpt-oss", KILN_ARCH_GPTOSS},
+    {"olmo2", KILN_ARCH_OLMO2},       {"deepseek2", KILN_ARCH_DEEPSEEK2},
 };
 
 /* What the lookups below share; `failed` lets a whole table of lookups
@@ -99,8 +101,13 @@ static int read_rope(loader *L, kiln_hparams *hp) {
     if (kiln_gguf_find_kv(L->g, key) && !kiln_gguf_get_str(L->g, key, &type))
         return kiln_fail(L->err, L->path, key, -1, "expected a string");
     bool none = kiln_str_eq(type, "none");
-    if (!none && !kiln_str_eq(type, "linear"))
-        return kiln_fail(L->err, L->path, key, -1, "RoPE scaling '%.*s' is not supported (none, linear)",
+    /* yarn (yarn.c): llama.cpp reads no yarn_* key for the architectures
+     * kiln runs (only grok's and deepseek2's loaders do), so neither does kiln */
+    hp->rope_yarn = kiln_str_eq(type, "yarn");
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    if (!none && !hp->rope_yarn && !kiln_str_eq(type, "linear"))
+        return kiln_fail(L->err, L->path, key, -1, "RoPE scaling '%.*s' is not supported (none, linear, yarn)",
                          (int)type.len, type.ptr);
     float factor = 0.0f;
     int r = get_float(L, "rope.scaling.factor", &factor);
@@ -128,16 +135,20 @@ static int read_arch(loader *L, kiln_hparams *hp) {
         }
     }
     return kiln_fail(L->err, L->path, "general.architecture", -1,
-                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2, gemma3, phi3, granite)",
+                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2, gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2)",
                      (int)(name.len > 64 ? 64 : name.len), name.ptr);
 }
+
+static int read_deepseek2_experts(loader *L, kiln_hparams *hp);
 
 /* Expert counts and sizes; llama.cpp fixes the top-k renormalisation per
  * architecture (it does not read ARCH.expert_weights_norm for these). */
 static int read_experts(loader *L, kiln_hparams *hp) {
     if (get_int(L, "expert_count", &hp->n_expert) < 0) return -1;
     if (get_int(L, "expert_used_count", &hp->n_expert_used) < 0) return -1;
-    bool moe_arch = hp->arch == KILN_ARCH_QWEN2MOE || hp->arch == KILN_ARCH_QWEN3MOE;
+    const bool gptoss = hp->arch == KILN_ARCH_GPTOSS;
+    const bool ds2 = hp->arch == KILN_ARCH_DEEPSEEK2;
+    bool moe_arch = hp->arch == KILN_ARCH_QWEN2MOE || hp->arch == KILN_ARCH_QWEN3MOE || gptoss || ds2;
     if (hp->arch != KILN_ARCH_LLAMA && !moe_arch) hp->n_expert = hp->n_expert_used = 0;
     if (moe_arch && hp->n_expert == 0)
         return kiln_fail(L->err, L->path, "expert_count", -1, "%s needs experts", L->arch);
@@ -155,7 +166,9 @@ static int read_experts(loader *L, kiln_hparams *hp) {
         hp->n_ff_shexp = hp->n_ff;
         if (get_int(L, "expert_shared_feed_forward_length", &hp->n_ff_shexp) < 0) return -1;
     }
-    hp->expert_weights_norm = hp->arch != KILN_ARCH_QWEN2MOE;
+    hp->expert_weights_norm = hp->arch != KILN_ARCH_QWEN2MOE && !gptoss && !ds2; /* deepseek2: its key */
+    if (ds2 && read_deepseek2_experts(L, hp) < 0) return -1;
+    hp->expert_softmax_weight = gptoss;
     if (hp->n_expert > 0 && hp->n_ff_exp <= 0)
         return kiln_fail(L->err, L->path, "expert_feed_forward_length", -1, "missing");
     return 0;
@@ -185,6 +198,87 @@ static int read_gemma(loader *L, kiln_hparams *hp) {
     return 0;
 }
 
+/* gpt-oss as llama.cpp's openai-moe loader reads it: the window
+ * (required), its layer period (2 unless given: even layers slide), and
+ * the sliding layers' RoPE base (the global one unless given). */
+static int read_gptoss(loader *L, kiln_hparams *hp) {
+    hp->swa_period = 2;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    if (need_int(L, "attention.sliding_window", &hp->n_swa) < 0 ||
+        get_int(L, "attention.sliding_window_pattern", &hp->swa_period) < 0 ||
+        get_float(L, "rope.freq_base_swa", &hp->rope_freq_base_swa) < 0)
+        return -1;
+    if (hp->swa_period < 0) return kiln_fail(L->err, L->path, "attention.sliding_window_pattern", -1, "negative");
+    return 0;
+}
+
+/* DeepSeek V2/V3 as llama.cpp's deepseek2 loader reads it: MLA ranks and
+ * head sizes (key_length is the MQA key, kv_lora_rank + n_rot), the
+ * q_lora_rank it requires unless the block count says "lite" (26 or 27,
+ * or 48 with 128256 tokens), dense lead blocks, and yarn_log_multiplier
+ * with the converter's 0.1 cancelled. */
+static int read_deepseek2(loader *L, kiln_hparams *hp) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.vocab_size", L->arch);
+    int64_t n_vocab = 0;
+    if (kiln_gguf_find_kv(L->g, key) && !kiln_gguf_get_i64(L->g, key, &n_vocab))
+        return kiln_fail(L->err, L->path, key, -1, "expected an integer");
+    const bool lite = hp->n_layer == 26 || hp->n_layer == 27 || (hp->n_layer == 48 && n_vocab == 128256);
+    hp->head_k_mla = hp->head_dim;
+    hp->head_v_mla = hp->head_dim;
+    if ((!lite && need_int(L, "attention.q_lora_rank", &hp->n_lora_q) < 0) ||
+        need_int(L, "attention.kv_lora_rank", &hp->n_lora_kv) < 0 ||
+        get_int(L, "attention.key_length_mla", &hp->head_k_mla) < 0 ||
+        get_int(L, "attention.value_length_mla", &hp->head_v_mla) < 0 ||
+        get_int(L, "leading_dense_block_count", &hp->n_layer_dense_lead) < 0 ||
+        get_float(L, "rope.scaling.yarn_log_multiplier", &hp->rope_yarn_log_mul) < 0)
+        return -1;
+    hp->rope_yarn_log_mul /= 0.1f;
+    if (hp->n_head_kv != 1 || hp->head_dim != hp->n_lora_kv + hp->n_rot)
+        return kiln_fail(L->err, L->path, "attention.key_length", -1,
+                         "kiln runs deepseek2 in MLA form only (attn_k_b / attn_v_b, one KV head of "
+                         "kv_lora_rank + rope dims)");
+    if (hp->head_k_mla <= hp->n_rot || hp->head_v_mla <= 0)
+        return kiln_fail(L->err, L->path, "attention.key_length_mla", -1, "%lld is not above the rope dims %lld",
+                         (long long)hp->head_k_mla, (long long)hp->n_rot);
+    /* the graph's pre-scaled kq_scale: the YaRN attention factor with its
+     * cancelling 1 / (1 + 0.1 ln factor) undone, times the mscale_all_dim
+     * term, squared, over sqrt(q/k head size) (float steps as libllama's) */
+    const float attn_factor = hp->rope_yarn ? kiln_yarn_attn_factor(hp, hp->rope_freq_scale) : hp->rope_attn_factor;
+    const float attn_factor_org = attn_factor * (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale));
+    const float mscale = attn_factor_org * (1.0f + 0.1f * hp->rope_yarn_log_mul * logf(1.0f / hp->rope_freq_scale));
+    hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)hp->head_k_mla);
+    return 0;
+}
+
+/* deepseek2's MoE keys: shared experts (each n_ff_exp wide), routing
+ * weight scale and renormalisation, gating function (llama.cpp's 1
+ * softmax, 2 sigmoid; absent: softmax) and expert groups. */
+static int read_deepseek2_experts(loader *L, kiln_hparams *hp) {
+    int64_t n_shared = 0, gating = 0;
+    if (need_int(L, "expert_shared_count", &n_shared) < 0 ||
+        get_float(L, "expert_weights_scale", &hp->expert_weights_scale) < 0 ||
+        get_int(L, "expert_gating_func", &gating) < 0 ||
+        get_int(L, "expert_group_count", &hp->n_expert_groups) < 0 ||
+        get_int(L, "expert_group_used_count", &hp->n_group_used) < 0)
+        return -1;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", L->arch);
+    const kiln_kv *kv = kiln_gguf_find_kv(L->g, key);
+    if (kv && kv->val.type == KILN_GGUF_BOOL) hp->expert_weights_norm = kv->val.b;
+    else if (kv) return kiln_fail(L->err, L->path, key, -1, "expected a bool");
+    if (gating < 0 || gating > 2)
+        return kiln_fail(L->err, L->path, "expert_gating_func", -1, "gating function %lld is not supported",
+                         (long long)gating);
+    hp->expert_gating_sigmoid = gating == 2;
+    hp->n_ff_shexp = hp->n_ff_exp * n_shared;
+    if (hp->n_expert_groups > 1 &&
+        (hp->n_expert % hp->n_expert_groups || hp->n_group_used <= 0 || hp->n_group_used >= hp->n_expert_groups))
+        return kiln_fail(L->err, L->path, "expert_group_count", -1, "%lld groups, %lld used, of %lld experts",
+                         (long long)hp->n_expert_groups, (long long)hp->n_group_used, (long long)hp->n_expert);
+    return 0;
+}
+
 static int read_hparams(loader *L, kiln_hparams *hp) {
     if (read_arch(L, hp) < 0) return -1;
     if (need_int(L, "context_length", &hp->n_ctx_train) < 0 ||
@@ -203,7 +297,7 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
     if (get_int(L, "attention.key_length", &hp->head_dim) < 0) return -1;
     int64_t v_len = hp->head_dim;
     if (get_int(L, "attention.value_length", &v_len) < 0) return -1;
-    if (hp->head_dim <= 0 || v_len != hp->head_dim)
+    if (hp->head_dim <= 0 || (v_len != hp->head_dim && hp->arch != KILN_ARCH_DEEPSEEK2)) /* MLA: kv_lora_rank */
         return kiln_fail(L->err, L->path, "attention.value_length", -1,
                          "value heads of %lld differ from key heads of %lld", (long long)v_len,
                          (long long)hp->head_dim);
@@ -219,15 +313,23 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
         if (get_int(L, "rope.dimension_count", &hp->n_rot) < 0) return -1;
         /* every supported builder but phi3's (partial rotary factor)
          * asserts n_rot == head size */
-        if (hp->arch == KILN_ARCH_PHI3 ? hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2
-                                       : hp->n_rot != hp->head_dim)
+        if (hp->arch == KILN_ARCH_PHI3 || hp->arch == KILN_ARCH_DEEPSEEK2
+                ? hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2
+                : hp->n_rot != hp->head_dim)
             return kiln_fail(L->err, L->path, "rope.dimension_count", -1,
                              "%lld differs from the head size %lld", (long long)hp->n_rot,
                              (long long)hp->head_dim);
-        hp->rope_neox = hp->arch != KILN_ARCH_LLAMA && hp->arch != KILN_ARCH_GRANITE;
+        hp->rope_neox = hp->arch != KILN_ARCH_LLAMA && hp->arch != KILN_ARCH_GRANITE && hp->arch != KILN_ARCH_DEEPSEEK2;
         if (read_rope(L, hp) < 0) return -1;
     }
+    if (hp->arch == KILN_ARCH_DEEPSEEK2 && read_deepseek2(L, hp) < 0) return -1;
     if ((hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3) && read_gemma(L, hp) < 0) return -1;
+    if (hp->arch == KILN_ARCH_GPTOSS && read_gptoss(L, hp) < 0) return -1;
+    /* olmo2: OLMo 3's sliding-window layers (same arch name) are not run */
+    if (hp->arch == KILN_ARCH_OLMO2 && get_int(L, "attention.sliding_window", &hp->n_swa) < 0) return -1;
+    if (hp->arch == KILN_ARCH_OLMO2 && hp->n_swa > 0)
+        return kiln_fail(L->err, L->path, "olmo2.attention.sliding_window", -1,
+                         "sliding-window attention (OLMo 3) is not supported");
     /* phi3: ggml_scale(Qcur, 1/sqrt(head_dim)) before attention; its
      * sliding_window is ignored, as llama.cpp disables Phi SWA */
     if (hp->arch == KILN_ARCH_PHI3) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
@@ -296,8 +398,9 @@ static const kiln_tensor *find(loader *L, int flags, int64_t ne0, int64_t ne1, i
 static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
     const int64_t n_embd = hp->n_embd, n_q = hp->head_dim * hp->n_head;
     const int64_t n_kv = hp->head_dim * hp->n_head_kv;
-    const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
-    y->attn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    const bool gpt2 = hp->arch == KILN_ARCH_GPT2, olmo2 = hp->arch == KILN_ARCH_OLMO2;
+    if (!olmo2) /* olmo2 norms after attention and the FFN, not before */
+        y->attn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
     y->attn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_norm.bias", (long long)i);
     if (gpt2 || hp->arch == KILN_ARCH_PHI3) {
         y->wqkv = find(L, REQ, n_embd, n_q + 2 * n_kv, 1, "blk.%lld.attn_qkv.weight", (long long)i);
@@ -312,21 +415,36 @@ static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_la
     }
     y->wo = find(L, REQ, n_q, n_embd, 1, "blk.%lld.attn_output.weight", (long long)i);
     y->bo = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_output.bias", (long long)i);
-    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3)
+    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3 || olmo2)
         y->attn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_attention_norm.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_BITNET)
+        y->attn_sub_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_sub_norm.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_GPTOSS)
+        y->attn_sinks = find(L, VEC | REQ, hp->n_head, 1, 1, "blk.%lld.attn_sinks.weight", (long long)i);
     if (hp->arch == KILN_ARCH_QWEN3 || hp->arch == KILN_ARCH_QWEN3MOE || hp->arch == KILN_ARCH_GEMMA3) {
         y->attn_q_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
         y->attn_k_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
+    }
+    if (olmo2) { /* over the whole projection (attention.c norms by the weight's width) */
+        y->attn_q_norm = find(L, VEC | REQ, n_q, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
+        y->attn_k_norm = find(L, VEC | REQ, n_kv, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
     }
 }
 
 static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
     const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff;
-    const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
-    y->ffn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
+    const bool gpt2 = hp->arch == KILN_ARCH_GPT2, olmo2 = hp->arch == KILN_ARCH_OLMO2;
+    /* gpt-oss's norm in front of the MoE is its post_attention_norm */
+    if (!olmo2)
+        y->ffn_norm = find(L, VEC | REQ, n_embd, 1, 1,
+                           hp->arch == KILN_ARCH_GPTOSS ? "blk.%lld.post_attention_norm.weight"
+                                                        : "blk.%lld.ffn_norm.weight",
+                           (long long)i);
     y->ffn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_norm.bias", (long long)i);
-    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3)
+    if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3 || olmo2)
         y->ffn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_ffw_norm.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_BITNET)
+        y->ffn_sub_norm = find(L, VEC | REQ, n_ff, 1, 1, "blk.%lld.ffn_sub_norm.weight", (long long)i);
     if (hp->n_expert == 0) {
         /* phi3: gate and up fused in ffn_up, rows [gate | up] */
         const bool fused = hp->arch == KILN_ARCH_PHI3;
@@ -344,6 +462,12 @@ static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y
     y->ffn_gate_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
     y->ffn_up_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
     y->ffn_down_exps = find(L, REQ, n_ff_exp, n_embd, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
+    if (hp->arch == KILN_ARCH_GPTOSS) {
+        y->ffn_gate_inp_b = find(L, VEC | REQ, n_exp, 1, 1, "blk.%lld.ffn_gate_inp.bias", (long long)i);
+        y->ffn_gate_exps_b = find(L, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_gate_exps.bias", (long long)i);
+        y->ffn_up_exps_b = find(L, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_up_exps.bias", (long long)i);
+        y->ffn_down_exps_b = find(L, VEC | REQ, n_embd, n_exp, 1, "blk.%lld.ffn_down_exps.bias", (long long)i);
+    }
     if (hp->arch == KILN_ARCH_QWEN2MOE) {
         const int64_t n_sh = hp->n_ff_shexp;
         y->ffn_gate_inp_shexp = find(L, REQ, n_embd, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
@@ -351,6 +475,44 @@ static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y
         y->ffn_up_shexp = find(L, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
         y->ffn_down_shexp = find(L, REQ, n_sh, n_embd, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
     }
+}
+
+/* deepseek2's block i as llama.cpp loads it in MLA form: q_a / q_a_norm /
+ * q_b (or attn_q), kv_a_mqa, kv_a_norm, per-head k_b and v_b, wo; a dense
+ * FFN in the lead blocks, else router, selection bias, experts and the
+ * shared experts. */
+static void find_deepseek2(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
+    const int64_t d = hp->n_embd, nh = hp->n_head, hk = hp->head_k_mla, hv = hp->head_v_mla;
+    const int64_t rank = hp->n_lora_kv, nope = hk - hp->n_rot;
+    y->attn_norm = find(L, VEC | REQ, d, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    if (hp->n_lora_q > 0) {
+        y->attn_q_a_norm = find(L, VEC | REQ, hp->n_lora_q, 1, 1, "blk.%lld.attn_q_a_norm.weight", (long long)i);
+        y->wq_a = find(L, REQ, d, hp->n_lora_q, 1, "blk.%lld.attn_q_a.weight", (long long)i);
+        y->wq_b = find(L, REQ, hp->n_lora_q, nh * hk, 1, "blk.%lld.attn_q_b.weight", (long long)i);
+    } else {
+        y->wq = find(L, REQ, d, nh * hk, 1, "blk.%lld.attn_q.weight", (long long)i);
+    }
+    y->attn_kv_a_norm = find(L, VEC | REQ, rank, 1, 1, "blk.%lld.attn_kv_a_norm.weight", (long long)i);
+    y->wkv_a_mqa = find(L, REQ, d, rank + hp->n_rot, 1, "blk.%lld.attn_kv_a_mqa.weight", (long long)i);
+    y->wk_b = find(L, REQ, nope, rank, nh, "blk.%lld.attn_k_b.weight", (long long)i);
+    y->wv_b = find(L, REQ, rank, hv, nh, "blk.%lld.attn_v_b.weight", (long long)i);
+    y->wo = find(L, REQ, nh * hv, d, 1, "blk.%lld.attn_output.weight", (long long)i);
+    y->ffn_norm = find(L, VEC | REQ, d, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
+    if (i < hp->n_layer_dense_lead) {
+        y->ffn_gate = find(L, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
+        y->ffn_up = find(L, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
+        y->ffn_down = find(L, REQ, hp->n_ff, d, 1, "blk.%lld.ffn_down.weight", (long long)i);
+        return;
+    }
+    const int64_t n_exp = hp->n_expert, f = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    y->ffn_gate_inp = find(L, REQ, d, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+    y->exp_probs_b = find(L, VEC | OPT, n_exp, 1, 1, "blk.%lld.exp_probs_b.bias", (long long)i);
+    y->ffn_gate_exps = find(L, REQ, d, f, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
+    y->ffn_up_exps = find(L, REQ, d, f, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
+    y->ffn_down_exps = find(L, REQ, f, d, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
+    y->ffn_gate_shexp = find(L, REQ, d, fs, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
+    y->ffn_up_shexp = find(L, REQ, d, fs, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
+    y->ffn_down_shexp = find(L, REQ, fs, d, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
 }
 
 static int find_tensors(loader *L, kiln_model *m) {
@@ -363,8 +525,8 @@ static int find_tensors(loader *L, kiln_model *m) {
     if (gpt2) m->pos_embd = find(L, REQ, n_embd, hp->n_ctx_train, 1, "position_embd.weight");
     m->output_norm = find(L, VEC | REQ, n_embd, 1, 1, "output_norm.weight");
     m->output_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "output_norm.bias");
-    /* gemma2's loader always ties the output to token_embd */
-    if (hp->arch != KILN_ARCH_GEMMA2)
+    /* gemma2's and bitnet's loaders always tie the output to token_embd */
+    if (hp->arch != KILN_ARCH_GEMMA2 && hp->arch != KILN_ARCH_BITNET)
         m->output = find(L, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
     if (!m->output) m->output = m->tok_embd; /* tied embeddings */
     if (hp->arch == KILN_ARCH_LLAMA || hp->arch == KILN_ARCH_GRANITE)
@@ -376,6 +538,10 @@ static int find_tensors(loader *L, kiln_model *m) {
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return kiln_fail(L->err, L->path, NULL, -1, "out of memory");
     for (int64_t i = 0; i < hp->n_layer && !L->failed; i++) {
+        if (hp->arch == KILN_ARCH_DEEPSEEK2) {
+            find_deepseek2(L, hp, i, &m->layers[i]);
+            continue;
+        }
         find_attention(L, hp, i, &m->layers[i]);
         find_ffn(L, hp, i, &m->layers[i]);
     }
@@ -396,6 +562,7 @@ kiln_model *kiln_model_load(const char *path, kiln_err *err) {
     if (!m->tok) goto fail;
     m->hp.n_vocab = kiln_tokenizer_n_vocab(m->tok);
     if (find_tensors(&L, m) < 0) goto fail;
+    if (m->hp.arch == KILN_ARCH_BITNET && kiln_bitnet_check(m->gguf, path, m->hp.n_layer, err) < 0) goto fail;
     return m;
 fail:
     kiln_model_free(m);

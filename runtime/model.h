@@ -3,7 +3,7 @@
  * kiln_model_load() opens a GGUF (split or not) that kiln or llama.cpp
  * wrote for one of the supported architectures (llama and mistral incl.
  * mixtral-style experts, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2,
- * gemma3, phi3, granite), reads the
+ * gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2), reads the
  * hyper-parameters llama.cpp reads, and resolves every weight to a tensor
  * in the mapping (nothing is copied). Missing or mis-shaped tensors are
  * errors naming the tensor. */
@@ -27,6 +27,10 @@ typedef enum kiln_arch {
     KILN_ARCH_GEMMA3,
     KILN_ARCH_PHI3,     /* fused attn_qkv and ffn_up, LongRoPE factors */
     KILN_ARCH_GRANITE,  /* llama with Granite's multipliers (granite.c) */
+    KILN_ARCH_BITNET,   /* BitNet b1.58: sub-norms, tied output (bitnet.c) */
+    KILN_ARCH_GPTOSS,   /* gpt-oss: sinks, biased experts, swiglu_oai (gptoss.c) */
+    KILN_ARCH_OLMO2,    /* OLMo 2: post-norms only, whole-width q/k norms (olmo2.c) */
+    KILN_ARCH_DEEPSEEK2, /* DeepSeek V2/V3: MLA attention, grouped sigmoid MoE (deepseek2.c) */
 } kiln_arch;
 
 typedef struct kiln_hparams {
@@ -37,12 +41,15 @@ typedef struct kiln_hparams {
     int64_t n_ff;             /* feed_forward_length (dense) */
     int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_weights_norm; /* renormalise the top-k routing weights */
+    bool expert_softmax_weight; /* gpt-oss: top k by logit, softmax of those k */
     float norm_eps;           /* rms or layer norm epsilon */
     float rope_freq_base, rope_freq_scale;
     int64_t n_rot;            /* rope.dimension_count; 0: no RoPE (gpt2) */
     bool rope_neox;           /* NEOX (rotate halves) vs normal (pairs) */
     float rope_attn_factor;   /* rope.scaling.attn_factor: cos and sin scaled by it (1: none) */
     int64_t n_ctx_orig;       /* rope.scaling.original_context_length (else n_ctx_train) */
+    bool rope_yarn;           /* rope.scaling.type yarn (yarn.c) */
+    float yarn_beta_fast, yarn_beta_slow; /* llama.cpp's defaults 32 and 1 */
     /* Granite (runtime/granite.c); 0: not applied (kq_scale 0: 1/sqrt(head_dim)) */
     float embd_scale, residual_scale, logit_scale, kq_scale;
     /* Gemma (runtime/gemma.c): sliding-window layers, soft-caps, query scale */
@@ -53,6 +60,15 @@ typedef struct kiln_hparams {
     float attn_scale;         /* queries scaled by this before attention
                                * (which then scales by 1); 0: 1/sqrt(head_dim)
                                * inside the softmax */
+    /* DeepSeek V2/V3 (deepseek2.c): head_dim is the MQA key (kv_lora_rank
+     * + n_rot) and n_head_kv 1; these are the rest of MLA and its MoE */
+    int64_t n_lora_q, n_lora_kv;      /* q_lora_rank (0: plain attn_q), kv_lora_rank */
+    int64_t head_k_mla, head_v_mla;   /* per-head q/k (nope + rope) and value sizes */
+    int64_t n_layer_dense_lead;       /* the first blocks have a dense FFN */
+    int64_t n_expert_groups, n_group_used; /* group-limited top-k (groups <= 1: none) */
+    float expert_weights_scale;       /* routing weights times this (0 or 1: none) */
+    bool expert_gating_sigmoid;       /* sigmoid scores, else softmax */
+    float rope_yarn_log_mul;          /* mscale_all_dim (0: none), as llama.cpp reads it */
 } kiln_hparams;
 
 /* Tensors of one block; NULL where the architecture has none. */
@@ -62,11 +78,17 @@ typedef struct kiln_layer {
     const kiln_tensor *bq, *bk, *bv, *bo, *bqkv;
     const kiln_tensor *attn_q_norm, *attn_k_norm;
     const kiln_tensor *ffn_norm, *ffn_norm_b;
-    const kiln_tensor *attn_post_norm, *ffn_post_norm; /* gemma */
+    const kiln_tensor *attn_post_norm, *ffn_post_norm; /* gemma, olmo2 */
+    const kiln_tensor *attn_sub_norm, *ffn_sub_norm;   /* bitnet: before wo / ffn_down */
     const kiln_tensor *ffn_gate, *ffn_up, *ffn_down, *ffn_gate_b, *ffn_up_b, *ffn_down_b;
     const kiln_tensor *ffn_gate_inp;                                  /* router */
+    const kiln_tensor *attn_sinks;                                    /* gpt-oss: n_head */
+    const kiln_tensor *ffn_gate_inp_b, *ffn_gate_exps_b, *ffn_up_exps_b, *ffn_down_exps_b; /* gpt-oss */
     const kiln_tensor *ffn_gate_exps, *ffn_up_exps, *ffn_down_exps;   /* 3-D */
     const kiln_tensor *ffn_gate_shexp, *ffn_up_shexp, *ffn_down_shexp, *ffn_gate_inp_shexp;
+    /* deepseek2's MLA (wq when there is no q_lora_rank) and selection bias */
+    const kiln_tensor *wq_a, *wq_b, *attn_q_a_norm, *wkv_a_mqa, *attn_kv_a_norm, *wk_b, *wv_b;
+    const kiln_tensor *exp_probs_b;
 } kiln_layer;
 
 typedef struct kiln_model {
@@ -88,6 +110,28 @@ static inline bool kiln_layer_slides(const kiln_hparams *hp, int64_t il) {
 }
 
 kiln_model *kiln_model_load(const char *path, kiln_err *err);
+
+/* The attention factor YaRN's cos and sin are scaled by (llama_context's
+ * yarn_attn_factor) at RoPE frequency scale freq_scale (yarn.c). */
+float kiln_yarn_attn_factor(const kiln_hparams *hp, float freq_scale);
+
+/* BitNet: 0, or -1 when the file has per-matrix weight scale tensors
+ * ("blk.N.attn_q.scale", ...), which kiln does not apply (bitnet.c). */
+int kiln_bitnet_check(const kiln_gguf *g, const char *path, int64_t n_layer, kiln_err *err);
 void kiln_model_free(kiln_model *m);
+
+/* Model views (override.c): a copy of m sharing its mapping, tokenizer and
+ * hyper-parameters but with its own tensor table, in which single weights
+ * can be swapped for another version of themselves (same name and shape,
+ * another type or other bytes, owned by the caller), e.g. to evaluate one
+ * tensor quantized. m must outlive the view; free it with
+ * kiln_model_view_free, never kiln_model_free. NULL when out of memory. */
+kiln_model *kiln_model_view(const kiln_model *m, kiln_err *err);
+/* Points every use of `from` in the view at `to` (to swap back, call it
+ * again the other way). Returns how many uses changed: 0 when the forward
+ * pass never reads `from` (or either is NULL); 2 for a tied embedding that
+ * is also the output. */
+int64_t kiln_model_view_swap(kiln_model *view, const kiln_tensor *from, const kiln_tensor *to);
+void kiln_model_view_free(kiln_model *view);
 
 #endif

@@ -55,9 +55,11 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
     if (r->mode == KILN_NUM_EXACT) {
         for (int64_t i = 0; i < r->n_rot; i += 2) {
             const double ff = r->freq_factors ? r->freq_factors[i / 2] : 1.0;
-            const double t = r->freq_scale * ((double)pos * pow(r->freq_base, -(double)i / (double)r->n_rot) / ff);
-            cs[i] = (float)(cos(t) * r->attn_factor);
-            cs[i + 1] = (float)(sin(t) * r->attn_factor);
+            const double e = (double)pos * pow(r->freq_base, -(double)i / (double)r->n_rot) / ff;
+            double t = r->freq_scale * e, ms = r->attn_factor;
+            if (r->ext_factor != 0.0f) t = kiln_yarn_angle_exact(r, e, i, &ms);
+            cs[i] = (float)(cos(t) * ms);
+            cs[i + 1] = (float)(sin(t) * ms);
         }
         return;
     }
@@ -67,9 +69,10 @@ void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs) {
     float theta = (float)pos;
     for (int64_t i = 0; i < r->n_rot; i += 2) {
         const float ff = r->freq_factors ? r->freq_factors[i / 2] : 1.0f;
-        const float t = r->freq_scale * (theta / ff);
-        cs[i] = cosf(t) * r->attn_factor; /* ggml: cosf(theta) * mscale */
-        cs[i + 1] = sinf(t) * r->attn_factor;
+        float t = r->freq_scale * (theta / ff), ms = r->attn_factor;
+        if (r->ext_factor != 0.0f) t = kiln_yarn_angle(r, theta / ff, t, i, &ms);
+        cs[i] = cosf(t) * ms; /* ggml: cosf(theta) * mscale */
+        cs[i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }
 }
@@ -364,6 +367,13 @@ float kiln_vec_dot(const float *a, const float *b, int64_t n) {
             for (int l = 0; l < 16; l++) s[j][l] = fmaf(a[i + 16 * j + l], b[i + 16 * j + l], s[j][l]);
     for (int l = 0; l < 16; l++) r[l] = (s[0][l] + s[2][l]) + (s[1][l] + s[3][l]);
     return dot_tail(reduce16(r), a, b, np, n);
+}
+
+float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
+    const int64_t np = n & ~(int64_t)63;
+    float s = kiln_vec_dot(a, b, np);
+    for (int64_t i = np; i < n; i++) s += a[i] * b[i]; /* -ffp-contract=off: not fused */
+    return s;
 }
 
 __attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float *x, float a, int64_t n) {

@@ -41,11 +41,20 @@ typedef struct kiln_rope {
     const float *freq_factors; /* n_rot/2 divisors of the angles, or NULL */
     float attn_factor;         /* cos and sin are multiplied by it (ggml's
                                 * mscale); 1 for no scaling */
+    float ext_factor;          /* YaRN (yarn.c): the ramp's weight, 0 off */
+    float corr_dims[2];        /* YaRN: dimensions where the ramp starts, ends */
     kiln_numeric_mode mode;
 } kiln_rope;
 
 /* Writes the n_rot/2 (cos, sin) pairs for position pos into cs[n_rot]. */
 void kiln_rope_angles(const kiln_rope *r, int64_t pos, float *cs);
+
+/* YaRN (yarn.c): the angle of dimension pair i from its extrapolated
+ * angle e and interpolated one t (freq_scale * e), ramped between them as
+ * ggml's rope_yarn does, and *ms times YaRN's magnitude correction; the
+ * second in double for KILN_NUM_EXACT. */
+float kiln_yarn_angle(const kiln_rope *r, float e, float t, int64_t i, float *ms);
+double kiln_yarn_angle_exact(const kiln_rope *r, double e, int64_t i, double *ms);
 
 /* Rotates the first n_rot values of one head in place with angles cs. */
 void kiln_rope_head(const kiln_rope *r, const float *cs, float *x);
@@ -87,6 +96,11 @@ void kiln_vec_add(float *y, const float *x, int64_t n);
  * 16-lane fused accumulators over blocks of 64, summed as ggml does, the
  * last n % 64 products added in double. */
 float kiln_vec_dot(const float *a, const float *b, int64_t n);
+/* ggml_vec_dot_f32 exactly: kiln_vec_dot's blocks of 64, then the n % 64
+ * leftovers added to the float sum one rounded product at a time (not in
+ * double, and not fused: checked against llama.cpp's scores over
+ * deepseek2's 80-wide heads). Equal to kiln_vec_dot when n % 64 == 0. */
+float kiln_vec_dot_f32(const float *a, const float *b, int64_t n);
 
 /* y += a * x, each element one fused multiply-add. */
 void kiln_vec_axpy(float *y, const float *x, float a, int64_t n);

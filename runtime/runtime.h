@@ -1,6 +1,7 @@
 /* runtime/runtime.h - evaluating a loaded model: contexts, the KV cache,
- * batched prefill and decode, and the hook through which kiln imatrix sees
- * every matrix product's input.
+ * batched prefill and decode, the hook through which kiln imatrix sees
+ * every matrix product's input, and the observers of every product's
+ * output and every block's residual stream.
  *
  *   kiln_ctx *c = kiln_ctx_new(model, &(kiln_ctx_params){.n_ctx = 512}, &err);
  *   kiln_eval(c, tokens, n, logits, &err);   // logits: n x n_vocab floats
@@ -42,6 +43,28 @@
 typedef void (*kiln_matmul_hook)(void *user, const char *tensor_name, int expert, const float *x,
                                  int64_t n_tokens, int64_t n_in);
 
+/* Observers of the forward pass, for comparing two models' hidden states
+ * (kiln diff --activations) and measuring a tensor's damage (kiln
+ * quantize --analyze). Both cost nothing when unset and never change the
+ * numbers.
+ *
+ * kiln_output_hook: called once per matrix product with its output `y`,
+ * n_rows rows of n_out floats, before any bias is added (for output.weight:
+ * the raw logits, before soft-capping or scaling). Dense products pass
+ * expert = -1 and slots = NULL: row i is token i of the batch. Expert
+ * slabs of 3-D tensors pass expert >= 0 and slots: row i is the batch's
+ * token slots[i] / n_expert_used, routed to this expert in selection slot
+ * slots[i] % n_expert_used.
+ *
+ * kiln_layer_hook: called after block `layer` with the residual stream,
+ * n_tokens rows of n_embd floats (the batch's tokens, in order).
+ *
+ * Both are called from the evaluating thread, in evaluation order (experts
+ * in index order), once per product per batch of at most 512 tokens. */
+typedef void (*kiln_output_hook)(void *user, const char *tensor_name, int expert, const int32_t *slots,
+                                 const float *y, int64_t n_rows, int64_t n_out);
+typedef void (*kiln_layer_hook)(void *user, int64_t layer, const float *x, int64_t n_tokens, int64_t n_embd);
+
 typedef enum kiln_attention {
     KILN_ATTN_F32 = 0,  /* f32 KV cache, no flash attention (golden logits) */
     KILN_ATTN_LLAMACPP, /* F16 KV cache + flash attention (llama.cpp's defaults) */
@@ -55,6 +78,9 @@ typedef struct kiln_ctx_params {
     void *hook_user;
     bool hook_output;          /* also call the hook for output.weight */
     kiln_attention attention;  /* KILN_ATTN_F32 (default) or a KILN_ATTN_LLAMACPP* */
+    kiln_output_hook output_hook; /* after every product (NULL: none) */
+    kiln_layer_hook layer_hook;   /* after every block (NULL: none) */
+    void *observer_user;          /* passed to output_hook and layer_hook */
 } kiln_ctx_params;
 
 typedef struct kiln_ctx kiln_ctx;

@@ -90,6 +90,10 @@ float kiln_vec_dot_iq1_m(int64_t n, const void *w, const void *act);
  * gemv / gemm kernels of the matrices llama.cpp repacks (n_out % 8 == 0). */
 float kiln_vec_dot_mxfp4(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_mxfp4_gemv(int64_t n, const void *w, const void *act);
+/* Q1_0 (128 weights) and Q2_0 (64) against the 4 / 2 Q8_0 blocks each
+ * weight block spans (vecdot_q12.c): ggml's x86 orders. */
+float kiln_vec_dot_q1_0(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_q2_0(int64_t n, const void *w, const void *act);
 
 /* 256 weights as integers, for the panel kernels: one k-quant / i-quant
  * super-block (weight p = d[0] * sc[p/16] * q[p] - dmin * mn[p/16], the
@@ -178,9 +182,9 @@ typedef enum kiln_korder {
 typedef struct kiln_qtype {
     uint32_t type;
     uint32_t act_type;   /* KILN_Q8_0, KILN_Q8_1 or KILN_Q8_K */
-    int block;           /* weights per block: 32 or 256 */
+    int block;           /* weights per block: 32 or 256 (Q1_0 128, Q2_0 64) */
     int block_bytes;     /* bytes per weight block */
-    int act_bytes;       /* bytes per activation block */
+    int act_bytes;       /* bytes of the activation blocks one weight block spans */
     kiln_vec_dot_fn dot; /* the vec_dot order; NULL for Q8_K types, whose
                           * every order is kiln_kdot_ref, except those
                           * (KILN_COMB_DOT) kiln_kdot_ref hands to it */

@@ -19,8 +19,10 @@
  *   Q8_K types, gemv order (repacked Q4_K / Q2_K): the same integers
  *     summed whole, one fma for the sums and one for the mins per
  *     super-block (repacked_order with one group of 8 chunks);
- *   Q8_0 types: qt->dot's per-block step (vecdot_legacy.c), Q8_0's eight
- *     4-weight lanes as one vector.
+ *   the 32-weight types but Q8_0: qt->dot's per-block step
+ *     (vecdot_legacy.c) on the block's whole sum. Q8_0 itself, whose
+ *     eight 4-weight lanes ggml keeps apart, reads its blocks with no
+ *     unpacking at all in vecdot_q8direct.c.
  *
  * Integer sums are exact whatever instructions take them, and every float
  * operation is the reference's own (vfmadd = fmaf, cvtdq2ps = (float)), so
@@ -29,9 +31,10 @@
  * the vec_dot or gemv order and are few (direct_tokens in the table of
  * kernels.c, which names the kernels at the end of this file); the gemm
  * order and long runs of tokens stay with the panels. CPUs with AVX-512
- * run the AVX2 code (no AVX-512 / VNNI variant yet: a one-token product
- * is dominated by decoding the blocks and reading the weights, which
- * 512-bit registers would help less than the panels' multiply-adds). */
+ * run this AVX2 code for these types (a one-token product is dominated by
+ * decoding the blocks and reading the weights, which 512-bit registers
+ * help less than the panels' multiply-adds; Q8_0, which needs no
+ * decoding, has a VNNI kernel in vecdot_q8direct.c). */
 #ifdef __clang__
 #pragma clang fp contract(off)
 #else
@@ -59,7 +62,7 @@
 
 /* One token's float state for one output, in the reference's variables. */
 typedef struct kacc {
-    __m256 acc;  /* vec_dot: the eight lane accumulators (Q8_0: the lanes) */
+    __m256 acc;  /* vec_dot: the eight lane accumulators */
     __m128 accm; /* Q4_K's four min accumulators */
     float summs; /* Q5_K's min sum; legacy types' sumf */
     float a, m;  /* gemv: sums and mins */
@@ -286,11 +289,10 @@ AVX2 INLINE __m256i lsums(const int8_t *q, const int8_t *a) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* One block's step of qt->dot (vecdot_legacy.c): Q8_0 per lane, the
- * others on the block's whole sum with their operand order. */
+/* One block's step of qt->dot (vecdot_legacy.c) on the block's whole sum,
+ * with each type's operand order. */
 AVX2 INLINE void legacy_step(kiln_combine comb, kacc *s, __m256i lanes, float dx, float dy) {
-    if (comb == KILN_COMB_LANES8) s->acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(lanes), s->acc);
-    else if (comb == KILN_COMB_Q4_0) s->summs += ((float)hsum_i32(lanes) * dx) * dy;
+    if (comb == KILN_COMB_Q4_0) s->summs += ((float)hsum_i32(lanes) * dx) * dy;
     else s->summs += (dx * dy) * (float)hsum_i32(lanes);
 }
 
@@ -308,11 +310,7 @@ AVX2 INLINE void lrow_group(const kiln_qtype *qt, kiln_combine comb, const uint8
                 legacy_step(comb, &s[k], lsums(b.q + 32 * j, a[j].qs), b.d[j], kiln_fp16_to_fp32(a[j].d));
         }
     }
-    for (int k = 0; k < nt; k++) {
-        float acc[8];
-        _mm256_storeu_ps(acc, s[k].acc);
-        y[(t0 + k) * ldy] = comb == KILN_COMB_LANES8 ? kiln_hsum8(acc) : s[k].summs;
-    }
+    for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = s[k].summs;
 }
 
 #define LROW(NAME, COMB)                                                                                    \
@@ -320,7 +318,6 @@ AVX2 INLINE void lrow_group(const kiln_qtype *qt, kiln_combine comb, const uint8
                    float *y, int64_t ldy) {                                                                 \
         lrow_group(qt, COMB, w, nb, act, t0, nt, y, ldy);                                                   \
     }
-LROW(kiln_kdirect_lanes8, KILN_COMB_LANES8)
 LROW(kiln_kdirect_q8_0, KILN_COMB_Q8_0)
 LROW(kiln_kdirect_q4_0, KILN_COMB_Q4_0)
 #undef LROW

@@ -1,5 +1,5 @@
 /* tests/test_quant_tq.c - TQ1_0, TQ2_0 and MXFP4 and their products (and
- * the Q1_0 and Q2_0 codecs, which kiln does not multiply yet)
+ * the Q1_0 and Q2_0 codecs, whose products tests/test_vecdot_q12.c checks)
  * against ggml's own output in tests/fixtures/quant_tq/vectors/
  * (gen_vectors.c there, linked to llama.cpp's ggml, wrote it; REGEN.md
  * has the commands):
