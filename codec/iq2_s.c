@@ -103,10 +103,8 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
  * (out of memory). imatrix NULL gives ggml's unweighted blocks. */
 size_t kiln_quantize_iq2_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix) {
     kiln_iq2_ctx c;
-    if (kiln_iq2_ctx_init(&c, KILN_IQ2_GRID_S)) {
-        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq2_s));
-        return 0;
-    }
+    if (kiln_iq2_ctx_init(&c, KILN_IQ2_GRID_S))
+        return kiln_quantize_nothing(dst, nrows, n_per_row, KILN_QK_K, sizeof(kiln_block_iq2_s));
     return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K, sizeof(kiln_block_iq2_s),
                                 quantize_block, &c);
 }

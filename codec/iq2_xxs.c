@@ -219,10 +219,8 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
 size_t kiln_quantize_iq2_xxs_ggml(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                                   const float *imatrix) {
     kiln_iq2_ctx c;
-    if (kiln_iq2_ctx_init(&c, KILN_IQ2_GRID_XXS)) { /* out of memory building the map: nothing sensible to write */
-        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq2_xxs));
-        return 0;
-    }
+    if (kiln_iq2_ctx_init(&c, KILN_IQ2_GRID_XXS)) /* out of memory building the map */
+        return kiln_quantize_nothing(dst, nrows, n_per_row, KILN_QK_K, sizeof(kiln_block_iq2_xxs));
     return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K,
                                 sizeof(kiln_block_iq2_xxs), quantize_block, &c);
 }

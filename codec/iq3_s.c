@@ -102,10 +102,8 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
  * memory). imatrix NULL: ggml's unweighted search. */
 size_t kiln_quantize_iq3_s(const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix) {
     kiln_iq3_ctx c;
-    if (!kiln_iq3_ctx_init(&c, &kiln_iq3_s_variant)) {
-        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq3_s));
-        return 0;
-    }
+    if (!kiln_iq3_ctx_init(&c, &kiln_iq3_s_variant))
+        return kiln_quantize_nothing(dst, nrows, n_per_row, KILN_QK_K, sizeof(kiln_block_iq3_s));
     return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K, sizeof(kiln_block_iq3_s),
                                 quantize_block, &c);
 }

@@ -97,10 +97,8 @@ static void quantize_block(const float *xbl, const float *qw, void *dst, const v
 size_t kiln_quantize_iq3_xxs(const float *src, void *dst, int64_t nrows, int64_t n_per_row,
                              const float *imatrix) {
     kiln_iq3_ctx c;
-    if (!kiln_iq3_ctx_init(&c, &kiln_iq3_xxs_variant)) {
-        memset(dst, 0, (size_t)(nrows * (n_per_row / KILN_QK_K)) * sizeof(kiln_block_iq3_xxs));
-        return 0;
-    }
+    if (!kiln_iq3_ctx_init(&c, &kiln_iq3_xxs_variant))
+        return kiln_quantize_nothing(dst, nrows, n_per_row, KILN_QK_K, sizeof(kiln_block_iq3_xxs));
     return kiln_quantize_blocks(src, dst, nrows, n_per_row, imatrix, KILN_QK_K, sizeof(kiln_block_iq3_xxs),
                                 quantize_block, &c);
 }

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/cpu.h"
 
@@ -83,6 +84,15 @@ static inline size_t kiln_quantize_blocks(const float *src, void *dst, int64_t n
         for (int64_t i = 0; i < nb; i++, src += block_weights, y += block_bytes)
             quantize_block(src, imatrix ? imatrix + i * block_weights : NULL, y, ctx);
     return (size_t)(nrows * nb) * block_bytes;
+}
+
+/* What a grid codec returns when its search tables could not be built
+ * (out of memory): nothing sensible to write, so dst (nrows rows of
+ * n_per_row / block_weights blocks) is zeroed and 0 bytes are reported. */
+static inline size_t kiln_quantize_nothing(void *dst, int64_t nrows, int64_t n_per_row, int block_weights,
+                                           size_t block_bytes) {
+    memset(dst, 0, (size_t)(nrows * (n_per_row / block_weights)) * block_bytes);
+    return 0;
 }
 
 /* ggml's imatrix quantizers of the legacy types (Q4_0, Q4_1, Q5_0, Q5_1)

@@ -159,6 +159,16 @@ AVX2 INLINE void store_hsum(const __m256 acc[GROUP], int64_t t0, int nt, float *
     }
 }
 
+/* One block ib of the 256-bit code, for every token: acc[k] += d * ab. */
+AVX2 INLINE void q1_step256(const kiln_block_q1_0 *x, const kiln_block_q8_0 *a, int64_t nb, int64_t ib, int64_t t0,
+                            int nt, __m256 acc[GROUP]) {
+    __m256i neg[Q1_SUB];
+    q1_block_masks(&x[ib], neg);
+    const __m256 d = _mm256_set1_ps(kiln_fp16_to_fp32(x[ib].d));
+    for (int k = 0; k < nt; k++)
+        acc[k] = _mm256_fmadd_ps(d, q1_block256(neg, a + ((t0 + k) * nb + ib) * Q1_SUB), acc[k]);
+}
+
 AVX2 void kiln_kdirect_q1_0_avx2(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0,
                                  int nt, float *y, int64_t ldy) {
     (void)qt;
@@ -166,13 +176,7 @@ AVX2 void kiln_kdirect_q1_0_avx2(const kiln_qtype *qt, const uint8_t *w, int64_t
     const kiln_block_q8_0 *a = act;
     __m256 acc[GROUP];
     for (int k = 0; k < GROUP; k++) acc[k] = _mm256_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        __m256i neg[Q1_SUB];
-        q1_block_masks(&x[ib], neg);
-        const __m256 d = _mm256_set1_ps(kiln_fp16_to_fp32(x[ib].d));
-        for (int k = 0; k < nt; k++)
-            acc[k] = _mm256_fmadd_ps(d, q1_block256(neg, a + ((t0 + k) * nb + ib) * Q1_SUB), acc[k]);
-    }
+    for (int64_t ib = 0; ib < nb; ib++) q1_step256(x, a, nb, ib, t0, nt, acc);
     store_hsum(acc, t0, nt, y, ldy);
 }
 
@@ -221,13 +225,7 @@ AVX512 void kiln_kdirect_q1_0_avx512(const kiln_qtype *qt, const uint8_t *w, int
             acc[k] = _mm256_fmadd_ps(d1, _mm512_extractf32x8_ps(ab, 1), acc[k]);
         }
     }
-    if (ib < nb) { /* an odd last block: the 256-bit step */
-        __m256i neg[Q1_SUB];
-        q1_block_masks(&x[ib], neg);
-        const __m256 d = _mm256_set1_ps(kiln_fp16_to_fp32(x[ib].d));
-        for (int k = 0; k < nt; k++)
-            acc[k] = _mm256_fmadd_ps(d, q1_block256(neg, a + ((t0 + k) * nb + ib) * Q1_SUB), acc[k]);
-    }
+    if (ib < nb) q1_step256(x, a, nb, ib, t0, nt, acc); /* an odd last block */
     store_hsum(acc, t0, nt, y, ldy);
 }
 

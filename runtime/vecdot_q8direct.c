@@ -99,15 +99,21 @@ AVX2 INLINE void step_avx2(const kiln_block_q8_0 *x, const kiln_block_q8_0 *cons
     }
 }
 
+/* Each token's activation row and a zeroed accumulator. */
+AVX2 INLINE void row_start(const void *act, int64_t nb, int64_t t0, int nt, const kiln_block_q8_0 *a[MAX_TOKENS],
+                           __m256 acc[MAX_TOKENS]) {
+    for (int k = 0; k < nt; k++) {
+        a[k] = (const kiln_block_q8_0 *)act + (t0 + k) * nb;
+        acc[k] = _mm256_setzero_ps();
+    }
+}
+
 AVX2 INLINE void row_avx2(int nt, const uint8_t *w, int64_t nb, const void *act, int64_t t0, float *y,
                           int64_t ldy) {
     const kiln_block_q8_0 *x = (const kiln_block_q8_0 *)w;
     const kiln_block_q8_0 *a[MAX_TOKENS];
     __m256 acc[MAX_TOKENS];
-    for (int k = 0; k < nt; k++) {
-        a[k] = (const kiln_block_q8_0 *)act + (t0 + k) * nb;
-        acc[k] = _mm256_setzero_ps();
-    }
+    row_start(act, nb, t0, nt, a, acc);
     for (int64_t i = 0; i < nb; i++) step_avx2(x, a, i, nt, acc);
     for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = finish(acc[k]);
 }
@@ -152,10 +158,7 @@ VNNI INLINE void row_vnni(int nt, const uint8_t *w, int64_t nb, const void *act,
     const kiln_block_q8_0 *x = (const kiln_block_q8_0 *)w;
     const kiln_block_q8_0 *a[MAX_TOKENS];
     __m256 acc[MAX_TOKENS];
-    for (int k = 0; k < nt; k++) {
-        a[k] = (const kiln_block_q8_0 *)act + (t0 + k) * nb;
-        acc[k] = _mm256_setzero_ps();
-    }
+    row_start(act, nb, t0, nt, a, acc);
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         const __m512i q = two_blocks(x + i), qabs = _mm512_abs_epi8(q);
