@@ -9,7 +9,9 @@
 #
 # Models: each fixture's f32 and Q4_K_M GGUF (../shared/golden/gguf), and
 # the synthetic llama-1B in F16, Q8_0 and Q4_K_M (`kiln testmodel --size
-# 1b`, kiln convert, kiln quantize; /tmp/kiln-bench-1b, made once).
+# 1b`, kiln convert, kiln quantize; /tmp/kiln-bench-1b, made once) and in
+# Q2_K and IQ2_XXS (kiln quantize --imatrix with bench_1b_imatrix's file,
+# as llama-quantize wants one for IQ2_XXS; made once there too).
 #
 #   LLAMA_CPP=DIR            llama.cpp folder: side-by-side ratios
 #   KILN_BENCH_QUICK=1       one round of R=1, no 1B model
@@ -34,6 +36,17 @@ llama_pp_tg() {
         $col["n_prompt"] > 0 { pp = $col["avg_ts"] }
         $col["n_gen"] > 0 { tg = $col["avg_ts"] }
         END { if (pp == "" || tg == "") exit 1; print pp, tg }' "$1"
+}
+
+# The 1B model quantized to TYPE with the 1B imatrix: its path, made once.
+bench_1b_imatrix_quant() {
+    _q="$BENCH_1B_DIR/synth-1b-$1-imat.gguf"
+    if [ ! -f "$_q" ]; then
+        _f16=$(bench_1b F16) && _im=$(bench_1b_imatrix) || return 1
+        "$KILN" quantize -q -f -t "$THREADS" --imatrix "$_im" "$_f16" "$_q" "$1" >> "$BENCH_1B_DIR/make.log" 2>&1 ||
+            { echo "  1B $1: kiln quantize failed (see $BENCH_1B_DIR/make.log)" >&2; return 1; }
+    fi
+    echo "$_q"
 }
 
 # one_model LABEL PATH
@@ -72,6 +85,9 @@ done
 if bench_1b_wanted; then
     for t in F16 Q8_0 Q4_K_M; do
         m=$(bench_1b $t) && one_model "1B $t" "$m"
+    done
+    for t in Q2_K IQ2_XXS; do
+        m=$(bench_1b_imatrix_quant $t) && one_model "1B $t" "$m"
     done
 else
     echo "  1B model: skipped (KILN_BENCH_QUICK or KILN_BENCH_1B=0)"

@@ -22,6 +22,9 @@
 #                          (made once in KILN_BENCH_1B_DIR, default
 #                          /tmp/kiln-bench-1b: about 5 GB with its quants)
 #   KILN_BENCH_REPS=N      rounds per case (default 3; quick 1)
+#   KILN_BENCH_DS2_FULL=1  also convert a full-shape DeepSeek-V3 FP8 checkpoint
+#                          (bench/bench_deepseek_convert.sh: ~43 GB of disk,
+#                          deleted afterwards; off by default)
 #   KILN_BENCH_THREADS=N   threads for kiln and llama.cpp alike (default 2)
 #   KILN_BENCH_1B_CHUNKS=N, KILN_BENCH_RUNTIME_R=N, ... per script: see the
 #                          header of each bench/bench_*.sh

@@ -11,7 +11,7 @@ static const cv_arch *const ARCHS[] = {
     &cv_arch_llama, &cv_arch_mistral, &cv_arch_mixtral, &cv_arch_qwen2, &cv_arch_qwen3,
     &cv_arch_qwen2moe, &cv_arch_qwen3moe, &cv_arch_gpt2, &cv_arch_gemma2, &cv_arch_gemma3,
     &cv_arch_phi3, &cv_arch_granite, &cv_arch_bitnet, &cv_arch_bitnet2, &cv_arch_gptoss, &cv_arch_olmo2,
-    &cv_arch_deepseek2, &cv_arch_deepseek3,
+    &cv_arch_deepseek2, &cv_arch_deepseek3, &cv_arch_deepseek4,
 };
 
 const cv_arch *cv_arch_find(const char *name) {
@@ -21,10 +21,12 @@ const cv_arch *cv_arch_find(const char *name) {
 }
 
 const char *cv_arch_list(void) {
-    static char buf[512];
+    static char buf[2048];
     if (!buf[0]) {
+        /* snprintf truncates and returns the length it wanted: stop at a
+         * full buffer rather than step past it. */
         size_t off = 0;
-        for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0] && off < sizeof buf; i++)
             off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", ARCHS[i]->hf_name);
     }
     return buf;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../core/safetensors.h"
 #include "kv.h"
 
 /* Symbolic tensor dimensions, resolved from config.json (hparams.c). */
@@ -43,6 +44,15 @@ enum cv_dim {
     CV_D_O_MLA,    /* num_attention_heads * v_head_dim */
     CV_D_QK_NOPE,  /* qk_nope_head_dim */
     CV_D_V_HEAD,   /* v_head_dim */
+    CV_D_HC,       /* DeepSeek-V4 (arch_deepseek4.c): hc_mult */
+    CV_D_HC_DIM,   /* hc_mult * hidden_size */
+    CV_D_HC_MIX,   /* (2 + hc_mult) * hc_mult */
+    CV_D_O_A,      /* o_groups * o_lora_rank */
+    CV_D_O_A_IN,   /* num_attention_heads * head_dim / o_groups */
+    CV_D_IDX_Q,    /* index_n_heads * index_head_dim */
+    CV_D_IDX_HEADS, /* index_n_heads */
+    CV_D_IDX_HEAD, /* index_head_dim */
+    CV_D_ANY,      /* any size: a per-layer one the arch's plan_first hook checks */
     CV_D_COUNT
 };
 
@@ -86,7 +96,24 @@ enum {
     CV_A_VOCAB_PHI3 = 1 << 7,      /* Phi-3's SentencePiece rules, or GPT-2 BPE (vocab_spm.c) */
     CV_A_DROP_MTP = 1 << 8,        /* tensors of blocks past the block count (DeepSeek's
                                       multi-token-prediction layers) are dropped */
+    CV_A_FTYPE_MXFP4_MOE = 1 << 9, /* general.file_type is MOSTLY_MXFP4_MOE (38) at every
+                                      outtype (DeepSeek-V4's prepare_tensors) */
 };
+
+/* An output an architecture plans itself, before all others (plan_first):
+ * llama.cpp's tensors written from generate_extra_tensors, such as
+ * DeepSeek-V4's stacked FP4 experts and hash-routing tables. */
+typedef struct cv_first_out {
+    char *name;       /* malloc'd GGUF name; the plan takes it */
+    int64_t hf[3];    /* HF-order shape (the last is the row length) */
+    uint32_t n_dims;
+    uint32_t type;    /* KILN_MXFP4: parts are FP4 codes (two a byte, element
+                         2i low) + one E8M0 scale per 32, stacked; KILN_I32:
+                         one integer part, narrowed */
+    int64_t *st;      /* malloc'd: n_parts source tensors (stlist indices) */
+    int64_t *scale;   /* malloc'd: their scales (MXFP4), or NULL */
+    uint32_t n_parts;
+} cv_first_out;
 
 /* An F32 tensor an architecture generates from config.json (llama.cpp's
  * generate_extra_tensors), written before the model's own tensors. */
@@ -98,6 +125,7 @@ typedef struct cv_gen_tensor {
 enum { CV_MAX_GEN = 4 };
 
 typedef struct cv_hp cv_hp;
+struct cv_stlist;
 
 typedef struct cv_arch {
     const char *hf_name;              /* config.json architectures[0] */
@@ -124,6 +152,16 @@ typedef struct cv_arch {
      * (DeepSeek's num_key_value_heads = 1) and the arch's own dimensions
      * in hp. NULL: none. 0 or -1. */
     int (*hparams)(json_t *config, cv_hp *hp, kiln_err *err);
+    /* The type llama.cpp's tensor_force_quant gives a tensor from source
+     * `src` (fp8_scaled: an F8 weight dequantized with its scales), or -1
+     * for the outtype's rules. 1-D tensors and norms stay F32 whatever it
+     * says. NULL: none. */
+    int (*tensor_type)(const kiln_st_tensor *src, bool fp8_scaled);
+    /* Outputs planned before all others, in order (*out malloc'd, *n of
+     * them); it sets drop[i] for every source tensor they consume or that
+     * is to be dropped. NULL: none. 0 or -1. */
+    int (*plan_first)(json_t *config, const cv_hp *hp, const struct cv_stlist *st, bool *drop, cv_first_out **out,
+                      uint64_t *n, kiln_err *err);
 } cv_arch;
 
 /* The architecture whose hf_name is `name`, or NULL. */
@@ -147,6 +185,7 @@ extern const cv_arch cv_arch_gptoss;
 extern const cv_arch cv_arch_olmo2;
 extern const cv_arch cv_arch_bitnet, cv_arch_bitnet2;
 extern const cv_arch cv_arch_deepseek2, cv_arch_deepseek3;
+extern const cv_arch cv_arch_deepseek4;
 
 /* DeepSeek's kv_b_proj split (arch_deepseek.c): src is [n_head, nope + v,
  * kv_lora] elements of es bytes; part 0 writes attn_k_b [n_head, kv_lora,

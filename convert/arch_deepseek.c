@@ -91,7 +91,7 @@ static const char *rename_tensor(const char *name, char *buf, size_t cap) {
 
 /* A positive integer key: 1 found, 0 absent or null, -1 error. */
 static int pos_int(json_t *config, const char *key, int64_t *out, kiln_err *err) {
-    json_t *v = json_object_get(config, key);
+    json_t *v = cv_json_get(config, key);
     if (!v || json_is_null(v)) return 0;
     if (!cv_json_int(v, out) || *out <= 0) return kiln_fail(err, "config.json", key, -1, "must be a positive integer");
     return 1;
@@ -124,7 +124,7 @@ static int deepseek_hparams(json_t *config, cv_hp *hp, kiln_err *err) {
     if (nsh && hp->dim[CV_D_FF_EXP])
         set_dim(hp, CV_D_FF_SHEXP, nsh * hp->dim[CV_D_FF_EXP], "n_shared_experts * moe_intermediate_size");
     if (json_object_set_new(config, "num_key_value_heads", json_integer(1)) < 0 ||
-        (!json_object_get(config, "rms_norm_eps") && json_object_set_new(config, "rms_norm_eps", json_real(1e-6)) < 0))
+        (!cv_json_get(config, "rms_norm_eps") && json_object_set_new(config, "rms_norm_eps", json_real(1e-6)) < 0))
         return kiln_fail(err, "config.json", NULL, -1, "out of memory");
     return 0;
 }
@@ -153,12 +153,12 @@ static int deepseek_params(const cv_hp *hp, json_t *config, cv_kv *k) {
     kiln_err *err = k->err;
     int64_t vocab, qr = 0, kvr = 512, nope, rope, v, ff, n_exp = 0, n_shared = 0;
     /* the common keys wrote key_length and value_length from head_dim */
-    json_t *head_dim = json_object_get(config, "head_dim");
+    json_t *head_dim = cv_json_get(config, "head_dim");
     bool has_head_dim = head_dim && !json_is_null(head_dim);
-    json_t *moe = json_object_get(config, "n_routed_experts");
+    json_t *moe = cv_json_get(config, "n_routed_experts");
     bool has_moe = moe && !json_is_null(moe);
     int64_t dense = has_moe ? 0 : hp->n_layer;
-    json_t *fk = json_object_get(config, "first_k_dense_replace");
+    json_t *fk = cv_json_get(config, "first_k_dense_replace");
     if (fk && !json_is_null(fk) && (!cv_json_int(fk, &dense) || dense < 0))
         return kiln_fail(err, "config.json", "first_k_dense_replace", -1, "must be a non-negative integer");
     if (need_int(config, "vocab_size", &vocab, err) < 0 || pos_int(config, "q_lora_rank", &qr, err) < 0 ||
@@ -166,7 +166,7 @@ static int deepseek_params(const cv_hp *hp, json_t *config, cv_kv *k) {
         need_int(config, "qk_rope_head_dim", &rope, err) < 0 || need_int(config, "v_head_dim", &v, err) < 0 ||
         pos_int(config, "n_routed_experts", &n_exp, err) < 0)
         return -1;
-    json_t *sh = json_object_get(config, "n_shared_experts");
+    json_t *sh = cv_json_get(config, "n_shared_experts");
     if (sh && !json_is_null(sh) && (!cv_json_int(sh, &n_shared) || n_shared < 0))
         return kiln_fail(err, "config.json", "n_shared_experts", -1, "must be a non-negative integer");
     static const char *const FF_KEYS[] = {"moe_intermediate_size", "intermediate_size", NULL};
@@ -191,17 +191,17 @@ static int deepseek_params(const cv_hp *hp, json_t *config, cv_kv *k) {
         return -1;
     if (cv_kv_arch_u32(k, "expert_shared_count", (uint32_t)n_shared) < 0) return -1;
     double d;
-    json_t *scale = json_object_get(config, "routed_scaling_factor");
+    json_t *scale = cv_json_get(config, "routed_scaling_factor");
     if (scale && !json_is_null(scale)) {
         if (!cv_json_num(scale, &d)) return kiln_fail(err, "config.json", "routed_scaling_factor", -1, "must be a number");
         if (cv_kv_arch_f32(k, "expert_weights_scale", (float)d) < 0) return -1;
     }
-    if (cv_json_truthy(json_object_get(config, "norm_topk_prob")) && cv_kv_arch_bool(k, "expert_weights_norm", true) < 0)
+    if (cv_json_truthy(cv_json_get(config, "norm_topk_prob")) && cv_kv_arch_bool(k, "expert_weights_norm", true) < 0)
         return -1;
     if (cv_kv_arch_u32(k, "rope.dimension_count", (uint32_t)rope) < 0) return -1;
     json_t *rp = cv_rope_params(config);
     if (!rp) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
-    json_t *ms = json_object_get(rp, "mscale_all_dim");
+    json_t *ms = cv_json_get(rp, "mscale_all_dim");
     int rc = 0;
     if (ms && !json_is_null(ms)) {
         /* llama.cpp's [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: 0.1 * mscale_all_dim, in double, then float32 */

@@ -56,7 +56,7 @@ static const char *const GEMMA3_SKIP[] = {".rotary_emb.inv_freq", NULL};
  * error when `required`, else skipped; so is 0 when `skip_zero` (gemma3
  * writes the final soft-cap only when it is set). */
 static int f32_key(json_t *config, const char *key, const char *suffix, bool required, bool skip_zero, cv_kv *k) {
-    json_t *v = json_object_get(config, key);
+    json_t *v = cv_json_get(config, key);
     double d;
     if (!v || json_is_null(v)) {
         if (required) return kiln_fail(k->err, "config.json", key, -1, "missing (needed for %s.%s)", k->arch, suffix);
@@ -68,7 +68,7 @@ static int f32_key(json_t *config, const char *key, const char *suffix, bool req
 }
 
 static int u32_key(json_t *config, const char *key, const char *suffix, cv_kv *k) {
-    json_t *v = json_object_get(config, key);
+    json_t *v = cv_json_get(config, key);
     int64_t n;
     if (!v || !cv_json_int(v, &n) || n < 0 || n > UINT32_MAX)
         return kiln_fail(k->err, "config.json", key, -1, "missing or not a non-negative integer (needed for %s.%s)",
@@ -79,7 +79,7 @@ static int u32_key(json_t *config, const char *key, const char *suffix, cv_kv *k
 /* Gemma2Model.set_gguf_parameters up to the file type: its own fixed list
  * (head_count_kv defaults to head_count). */
 static int gemma2_params(const cv_hp *hp, json_t *config, cv_kv *k) {
-    const char *kv_heads = json_object_get(config, "num_key_value_heads") ? "num_key_value_heads" : "num_attention_heads";
+    const char *kv_heads = cv_json_get(config, "num_key_value_heads") ? "num_key_value_heads" : "num_attention_heads";
     if (u32_key(config, "max_position_embeddings", "context_length", k) < 0 ||
         u32_key(config, "hidden_size", "embedding_length", k) < 0 ||
         cv_kv_arch_u32(k, "block_count", (uint32_t)hp->n_layer) < 0 ||
@@ -109,17 +109,17 @@ static int gemma2_params_tail(const cv_hp *hp, json_t *config, cv_kv *k) {
  * no attention soft-cap; so does kiln. */
 static int gemma3_params(const cv_hp *hp, json_t *config, cv_kv *k) {
     (void)hp;
-    json_t *attn_cap = json_object_get(config, "attn_logit_softcapping");
+    json_t *attn_cap = cv_json_get(config, "attn_logit_softcapping");
     if (attn_cap && !json_is_null(attn_cap))
         return kiln_fail(k->err, "config.json", "attn_logit_softcapping", -1, "gemma3 has no attention soft-cap");
     static const char *const DEFAULTS_NEEDED[] = {"max_position_embeddings", "num_attention_heads", "rms_norm_eps",
                                                   "head_dim", "num_key_value_heads", "rope_theta"};
     for (size_t i = 0; i < sizeof DEFAULTS_NEEDED / sizeof DEFAULTS_NEEDED[0]; i++)
-        if (!json_object_get(config, DEFAULTS_NEEDED[i]))
+        if (!cv_json_get(config, DEFAULTS_NEEDED[i]))
             return kiln_fail(k->err, "config.json", DEFAULTS_NEEDED[i], -1,
                              "missing (llama.cpp would write a Gemma 3 default; kiln wants it stated)");
     if (f32_key(config, "final_logit_softcapping", "final_logit_softcapping", false, true, k) < 0) return -1;
-    json_t *pattern = json_object_get(config, "sliding_window_pattern");
+    json_t *pattern = cv_json_get(config, "sliding_window_pattern");
     int64_t p;
     if (pattern && cv_json_int(pattern, &p) && p == 1) return 0;
     return u32_key(config, "sliding_window", "attention.sliding_window", k);

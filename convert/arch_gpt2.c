@@ -30,7 +30,7 @@ static const char *const GPT2_SKIP[] = {".attn.bias", ".attn.masked_bias", ".att
                                         ".attention.bias", ".rotary_emb.inv_freq", NULL};
 
 static int need_int(json_t *config, const char *key, int64_t *out, cv_kv *k) {
-    json_t *v = json_object_get(config, key);
+    json_t *v = cv_json_get(config, key);
     if (!v || json_is_null(v)) return kiln_fail(k->err, "config.json", key, -1, "missing (needed by gpt2)");
     if (!cv_json_int(v, out) || *out <= 0) return kiln_fail(k->err, "config.json", key, -1, "must be a positive integer");
     return 0;
@@ -43,7 +43,7 @@ static int gpt2_params(const cv_hp *hp, json_t *config, cv_kv *k) {
     if (need_int(config, "n_layer", &n_layer, k) < 0 || need_int(config, "n_ctx", &n_ctx, k) < 0 ||
         need_int(config, "n_embd", &n_embd, k) < 0 || need_int(config, "n_head", &n_head, k) < 0)
         return -1;
-    json_t *e = json_object_get(config, "layer_norm_epsilon");
+    json_t *e = cv_json_get(config, "layer_norm_epsilon");
     if (!cv_json_num(e, &eps))
         return kiln_fail(k->err, "config.json", "layer_norm_epsilon", -1, "missing or not a number (needed by gpt2)");
     if (cv_kv_arch_u32(k, "block_count", (uint32_t)n_layer) < 0 || cv_kv_arch_u32(k, "context_length", (uint32_t)n_ctx) < 0 ||

@@ -71,7 +71,7 @@ static int gptoss_params_tail(const cv_hp *hp, json_t *config, cv_kv *k) {
     (void)hp;
     for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
         int64_t v;
-        if (!cv_json_int(json_object_get(config, KEYS[i].key), &v) || v < 0 || v > UINT32_MAX)
+        if (!cv_json_int(cv_json_get(config, KEYS[i].key), &v) || v < 0 || v > UINT32_MAX)
             return kiln_fail(k->err, "config.json", KEYS[i].key, -1, "missing or not a non-negative integer");
         if (cv_kv_arch_u32(k, KEYS[i].suffix, (uint32_t)v) < 0) return -1;
     }

@@ -22,7 +22,7 @@ static int granite_params(const cv_hp *hp, json_t *config, cv_kv *k) {
                   {"logits_scaling", "logit_scale"}};
     if (cv_llama_params(hp, config, k) < 0) return -1;
     for (size_t i = 0; i < sizeof SCALES / sizeof SCALES[0]; i++) {
-        json_t *v = json_object_get(config, SCALES[i].key);
+        json_t *v = cv_json_get(config, SCALES[i].key);
         double d;
         if (!v || json_is_null(v)) continue;
         if (!cv_json_num(v, &d)) return kiln_fail(k->err, "config.json", SCALES[i].key, -1, "must be a number");

@@ -9,6 +9,7 @@
  * a rope_freqs tensor. */
 #include "arch.h"
 #include "hparams.h"
+#include "json.h"
 
 const cv_tmap cv_llama_tensors[] = {
     {"model.embed_tokens", "token_embd", {CV_D_VOCAB, CV_D_EMBD}, 0},
@@ -39,7 +40,7 @@ const char *const cv_llama_skip[] = {".attention.masked_bias", ".attention.bias"
 /* LlamaModel.set_gguf_parameters: after the common keys, the vocab size
  * and the rotary dimension count. */
 int cv_llama_params(const cv_hp *hp, json_t *config, cv_kv *k) {
-    json_t *vs = json_object_get(config, "vocab_size");
+    json_t *vs = cv_json_get(config, "vocab_size");
     int64_t v;
     if (!vs || !json_is_integer(vs) || (v = json_integer_value(vs)) <= 0)
         return kiln_fail(k->err, "config.json", "vocab_size", -1, "missing or not a positive integer");

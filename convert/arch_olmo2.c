@@ -41,7 +41,7 @@ static const char *const OLMO2_SKIP[] = {".rotary_emb.inv_freq", NULL};
 /* No keys of its own; refuses OLMo 3's sliding window rather than drop it. */
 static int olmo2_params(const cv_hp *hp, json_t *config, cv_kv *k) {
     (void)hp;
-    if (json_object_get(config, "sliding_window"))
+    if (cv_json_get(config, "sliding_window"))
         return kiln_fail(k->err, "config.json", "sliding_window", -1,
                          "sliding-window attention (OLMo 3) is not supported for Olmo2ForCausalLM");
     return 0;

@@ -45,7 +45,7 @@ typedef struct phi_rope {
 } phi_rope;
 
 static int need_u(json_t *obj, const char *key, const char *where, int64_t *out, kiln_err *err) {
-    if (!cv_json_int(json_object_get(obj, key), out) || *out <= 0)
+    if (!cv_json_int(cv_json_get(obj, key), out) || *out <= 0)
         return kiln_fail(err, "config.json", where, -1, "missing or not a positive integer (needed by phi3)");
     return 0;
 }
@@ -57,11 +57,11 @@ static int read_rope(json_t *config, const cv_hp *hp, phi_rope *r, kiln_err *err
     if (!cv_json_int(cv_json_find(config, KEYS_POS, &key), &r->max_pos) || r->max_pos <= 0)
         return kiln_fail(err, "config.json", key, -1, "missing or not a positive integer (needed by phi3)");
     if (!(r->params = cv_rope_params(config))) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
-    json_t *p = json_object_get(r->params, "full_attention");
+    json_t *p = cv_json_get(r->params, "full_attention");
     if (!json_is_object(p)) p = r->params;
     int rc = need_u(r->params, "original_max_position_embeddings", "original_max_position_embeddings",
                     &r->orig_ctx, err);
-    if (rc == 0 && !cv_json_num(json_object_get(p, "rope_theta"), &r->theta))
+    if (rc == 0 && !cv_json_num(cv_json_get(p, "rope_theta"), &r->theta))
         rc = kiln_fail(err, "config.json", "rope_theta", -1, "missing (needed by phi3)");
     if (rc < 0) {
         json_decref(r->params);
@@ -70,8 +70,8 @@ static int read_rope(json_t *config, const cv_hp *hp, phi_rope *r, kiln_err *err
     }
     /* partial_rotary_factor: mirrored in from the top level */
     double pct = 1.0;
-    json_t *pj = json_object_get(r->params, "partial_rotary_factor");
-    if (!pj) pj = json_object_get(config, "partial_rotary_factor");
+    json_t *pj = cv_json_get(r->params, "partial_rotary_factor");
+    if (!pj) pj = cv_json_get(config, "partial_rotary_factor");
     if (pj && !json_is_null(pj) && !cv_json_num(pj, &pct)) {
         json_decref(r->params);
         r->params = NULL;
@@ -87,7 +87,7 @@ static int phi3_params(const cv_hp *hp, json_t *config, cv_kv *k) {
         return kiln_fail(k->err, "config.json", "hidden_size", -1,
                          "hidden_size, num_attention_heads and intermediate_size are needed by phi3");
     double eps;
-    if (!cv_json_num(json_object_get(config, "rms_norm_eps"), &eps))
+    if (!cv_json_num(cv_json_get(config, "rms_norm_eps"), &eps))
         return kiln_fail(k->err, "config.json", "rms_norm_eps", -1, "missing (needed by phi3)");
     phi_rope r;
     if (read_rope(config, hp, &r, k->err) < 0) return -1;
@@ -108,7 +108,7 @@ static int phi3_params(const cv_hp *hp, json_t *config, cv_kv *k) {
 /* sliding_window after general.file_type; 0 (not absent) when unset. */
 static int phi3_params_tail(const cv_hp *hp, json_t *config, cv_kv *k) {
     (void)hp;
-    json_t *sw = json_object_get(config, "sliding_window");
+    json_t *sw = cv_json_get(config, "sliding_window");
     int64_t n = 0;
     if (sw && !json_is_null(sw) && (!cv_json_int(sw, &n) || n < 0 || n > UINT32_MAX))
         return kiln_fail(k->err, "config.json", "sliding_window", -1, "must be a non-negative integer");
@@ -121,9 +121,9 @@ static int longrope(json_t *config, const cv_hp *hp, phi_rope *r, json_t **long_
                     double *attn_factor, kiln_err *err) {
     *long_f = *short_f = NULL;
     if (read_rope(config, hp, r, err) < 0) return -1;
-    json_t *lf = json_object_get(r->params, "long_factor"), *sf = json_object_get(r->params, "short_factor");
+    json_t *lf = cv_json_get(r->params, "long_factor"), *sf = cv_json_get(r->params, "short_factor");
     if (!cv_json_truthy(lf)) return 0;
-    const char *type = cv_json_str(json_object_get(r->params, "rope_type"));
+    const char *type = cv_json_str(cv_json_get(r->params, "rope_type"));
     const double scale = (double)r->max_pos / (double)r->orig_ctx;
     if (!type || !*type) return kiln_fail(err, "config.json", "rope_scaling.type", -1, "missing");
     if (!strcasecmp(type, "su") || !strcasecmp(type, "longrope"))

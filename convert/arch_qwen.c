@@ -60,7 +60,7 @@ static int moe_params(const cv_hp *hp, json_t *config, cv_kv *k) {
                  {"shared_expert_intermediate_size", "expert_shared_feed_forward_length"}};
     (void)hp;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        json_t *v = json_object_get(config, sizes[i].key);
+        json_t *v = cv_json_get(config, sizes[i].key);
         int64_t n;
         if (!v || json_is_null(v)) continue;
         if (!cv_json_int(v, &n) || n < 0)

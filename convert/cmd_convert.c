@@ -36,6 +36,8 @@ static const char *USAGE =
     "      --vocab-only           write the metadata and tokenizer only\n"
     "      --pre-tokenizer NAME   tokenizer.ggml.pre to use instead of detecting it\n"
     "      --dry-run              print the tensor plan and the output size; write nothing\n"
+    "  -v, --verbose              list on stderr the config.json and tokenizer_config.json\n"
+    "                             keys kiln did not read (they are ignored)\n"
     "  -f, --force                overwrite OUT if it exists\n"
     "  -q, --quiet                no progress bar\n"
     "  -h, --help                 this help\n";
@@ -44,6 +46,13 @@ static void progress_cb(void *ud, uint64_t done, uint64_t total) {
     kiln_progress *p = ud;
     if (!p->total) p->total = total;
     kiln_progress_add(p, done - p->done);
+}
+
+/* --verbose: one line per key the conversion ignored, after the progress
+ * bar (if any) is finished so that the two do not interleave. */
+static void print_unread(void *ud, const char *file, const char *key) {
+    kiln_progress_end(ud);
+    fprintf(stderr, "kiln: %s: %s: not read by kiln convert (ignored)\n", file, kiln_esc(key).s);
 }
 
 static void fmt_ne(char *buf, size_t cap, const kiln_hf_tensor *t) {
@@ -58,7 +67,7 @@ static int dry_run(const char *model, const kiln_convert_opts *o, bool split) {
     kiln_hf_model *m = kiln_hf_open(model, o, &err);
     if (!m) return kiln_cli_fail(&err);
     uint64_t size = kiln_hf_output_size(m, &err);
-    if (!size) {
+    if (!size || (o->unread && kiln_hf_unread_keys(m, o->unread, o->unread_ud, &err) < 0)) {
         kiln_hf_close(m);
         return kiln_cli_fail(&err);
     }
@@ -113,15 +122,15 @@ int kiln_cmd_convert(int argc, char **argv) {
         {"vocab-only", no_argument, 0, 'V'},            {"pre-tokenizer", required_argument, 0, 'P'},
         {"dry-run", no_argument, 0, 'D'},               {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},                 {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"verbose", no_argument, 0, 'v'},               {0, 0, 0, 0},
     };
     kiln_convert_opts co = {.outtype = KILN_OUT_F16};
     kiln_write_opts wo = {0};
     const char *out = NULL;
-    bool dry = false;
+    bool dry = false, verbose = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:fqh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:fqhv", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'T': {
@@ -143,17 +152,19 @@ int kiln_cmd_convert(int argc, char **argv) {
         case 'D': dry = true; break;
         case 'f': wo.force = true; break;
         case 'q': kiln_progress_quiet = true; break;
+        case 'v': verbose = true; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
         default: return kiln_cli_usage_error("convert", "bad option");
         }
     }
     if (optind != argc - 1) return kiln_cli_usage_error("convert", "expected one MODEL");
     const char *model = argv[optind];
+    kiln_progress bar = {0};
+    if (verbose) co.unread = print_unread, co.unread_ud = &bar;
     if (dry) return dry_run(model, &co, wo.split_max_size || wo.split_max_tensors);
     char *dflt = out ? NULL : default_out(model, kiln_outtype_name(co.outtype));
     if (!out && !dflt) return kiln_cli_usage_error("convert", "out of memory");
     kiln_err err = {{0}};
-    kiln_progress bar;
     kiln_progress_start(&bar, "convert", 0, "B");
     bar.done = 0;
     int rc = kiln_convert(model, out ? out : dflt, &co, &wo, progress_cb, &bar, &err);

@@ -17,6 +17,7 @@
 #include "source.h"
 #include "stlist.h"
 #include "vocab.h"
+#include "write_pipe.h"
 
 struct kiln_hf_model {
     kiln_convert_opts opts;
@@ -29,13 +30,14 @@ struct kiln_hf_model {
     cv_plan plan;
     cv_reader reader;
     bool reader_ready;
+    cv_json_reads reads; /* which config keys the lookups read (--verbose) */
 };
 
 int kiln_outtype_parse(const char *name) { return cv_outtype_parse(name); }
 const char *kiln_outtype_name(kiln_outtype t) { return cv_outtype_name((cv_outtype)t); }
 
 static const char *architecture(kiln_hf_model *m, kiln_err *err) {
-    json_t *archs = json_object_get(m->tok.config, "architectures");
+    json_t *archs = cv_json_get(m->tok.config, "architectures");
     const char *name = cv_json_str(json_array_get(archs, 0));
     if (!name) {
         kiln_fail(err, "config.json", "architectures", -1, "missing: cannot tell the architecture (kiln supports %s)",
@@ -48,12 +50,25 @@ static const char *architecture(kiln_hf_model *m, kiln_err *err) {
     return m->arch ? name : NULL;
 }
 
+/* Watches what the lookups read of config.json and tokenizer_config.json,
+ * through the object as found, its text_config and the flattened copy (see
+ * kiln_hf_unread_keys). */
+static int watch_configs(kiln_hf_model *m, kiln_err *err) {
+    cv_json_reads *r = &m->reads;
+    const json_t *config = m->tok.config;
+    const json_t *text = cv_json_get(config, "text_config");
+    if (cv_json_reads_watch(r, config) < 0 || cv_json_reads_alias(r, text, config) < 0 ||
+        cv_json_reads_alias(r, m->hparams, config) < 0 || cv_json_reads_watch(r, m->tok.tokenizer_config) < 0)
+        return kiln_fail(err, "config.json", NULL, -1, "too many objects to watch");
+    return 0;
+}
+
 static int open_model(kiln_hf_model *m, const char *path, kiln_err *err) {
     if (!(m->src = cv_source_open(path, err))) return -1;
     if (cv_tok_files_load(m->src, &m->tok, err) < 0) return -1;
     if (!json_is_object(m->tok.config)) return kiln_fail(err, "config.json", NULL, -1, "not a JSON object");
-    if (!architecture(m, err)) return -1;
     if (!(m->hparams = cv_config_flatten(m->tok.config))) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
+    if (watch_configs(m, err) < 0 || !architecture(m, err)) return -1;
     if (cv_hp_load(m->arch, m->hparams, &m->hp, err) < 0) return -1;
     if (m->opts.pre_tokenizer && !cv_pretok_known(m->opts.pre_tokenizer))
         return kiln_fail(err, NULL, "--pre-tokenizer", -1, "unknown pre-tokenizer '%s' (llama.cpp does not know it)",
@@ -70,7 +85,10 @@ kiln_hf_model *kiln_hf_open(const char *path, const kiln_convert_opts *opts, kil
         return NULL;
     }
     if (opts) m->opts = *opts;
-    if (open_model(m, path, err) < 0) {
+    cv_json_reads *prev = cv_json_reads_use(&m->reads);
+    int rc = open_model(m, path, err);
+    cv_json_reads_use(prev);
+    if (rc < 0) {
         kiln_hf_close(m);
         return NULL;
     }
@@ -85,6 +103,7 @@ void kiln_hf_close(kiln_hf_model *m) {
     json_decref(m->hparams);
     cv_tok_files_free(&m->tok);
     cv_source_close(m->src);
+    cv_json_reads_free(&m->reads);
     free(m);
 }
 
@@ -102,7 +121,7 @@ void kiln_hf_tensor_info(const kiln_hf_model *m, uint64_t i, kiln_hf_tensor *out
     out->f32_by_rule = o->f32_rule;
 }
 
-int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_bytes, kiln_err *err) {
+static int set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_bytes, kiln_err *err) {
     cv_kv k = {.w = w, .arch = m->arch->gguf_arch, .err = err};
     const cv_plan *plan = m->opts.vocab_only ? NULL : &m->plan;
     /* vocab-only reads no tensors, so auto falls back to llama.cpp's f16 */
@@ -113,7 +132,38 @@ int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_byt
         cv_kv_u32(&k, "general.quantization_version", 2) < 0 ||
         cv_vocab_write(m->arch, m->src, &m->tok, m->hparams, m->opts.pre_tokenizer, &k) < 0)
         return -1;
+    /* A slot an arch reserved for the template (deepseek4, where llama.cpp
+     * puts its own) that the checkpoint did not fill: no key beats "". */
+    if (!k.chat_template) kiln_writer_remove(w, "tokenizer.chat_template");
     if (kv_bytes) *kv_bytes = k.bytes;
+    return 0;
+}
+
+int kiln_hf_set_metadata(kiln_hf_model *m, kiln_gguf_writer *w, uint64_t *kv_bytes, kiln_err *err) {
+    cv_json_reads *prev = cv_json_reads_use(&m->reads);
+    int rc = set_metadata(m, w, kv_bytes, err);
+    cv_json_reads_use(prev);
+    return rc;
+}
+
+/* `key` of the flattened config was read, through whichever object held it
+ * (text_config itself was: its members are the flattened config's). */
+static bool config_key_read(const kiln_hf_model *m, const char *key) {
+    return !strcmp(key, "text_config") || cv_json_reads_hit(&m->reads, m->tok.config, key);
+}
+
+int kiln_hf_unread_keys(const kiln_hf_model *m, kiln_convert_unread fn, void *ud, kiln_err *err) {
+    if (m->reads.incomplete)
+        return kiln_fail(err, "config.json", NULL, -1, "out of memory (or objects) keeping the keys read");
+    const json_t *tc = json_is_object(m->tok.tokenizer_config) ? m->tok.tokenizer_config : NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(m->hparams, key, v) {
+        if (!config_key_read(m, key)) fn(ud, "config.json", key);
+    }
+    json_object_foreach((json_t *)tc, key, v) {
+        if (!cv_json_reads_hit(&m->reads, tc, key)) fn(ud, "tokenizer_config.json", key);
+    }
     return 0;
 }
 
@@ -141,7 +191,10 @@ int kiln_hf_add_tensors(kiln_hf_model *m, kiln_gguf_writer *w, kiln_err *err) {
 
 static int ready(kiln_hf_model *m, kiln_err *err) {
     if (m->reader_ready) return 0;
-    if (cv_reader_init(&m->reader, m->src, &m->st, &m->plan, err) < 0) return -1;
+    cv_json_reads *prev = cv_json_reads_use(&m->reads);
+    int rc = cv_reader_init(&m->reader, m->src, &m->st, &m->plan, err);
+    cv_json_reads_use(prev);
+    if (rc < 0) return -1;
     m->reader_ready = true;
     return 0;
 }
@@ -187,7 +240,13 @@ uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err) {
     return pad(size, KILN_GGUF_DEFAULT_ALIGNMENT) + data;
 }
 
-/* The writer sink, counting bytes for the progress callback. */
+/* Bytes of each of the write pipe's two buffers: as large as the largest
+ * chunk convert emits (34 MiB of Q8_0 from FP8, emit.c), so that a whole
+ * chunk is written while the next one is made. */
+#define WRITE_PIPE_BUF (34u << 20)
+
+/* The writer sink, counting bytes for the progress callback (called from
+ * the write pipe's thread). */
 typedef struct progress_sink {
     kiln_gguf_writer *w;
     kiln_convert_progress cb;
@@ -217,10 +276,17 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
     if (rc == 0) rc = kiln_writer_begin(w, err);
     progress_sink ps = {.w = w, .cb = progress, .ud = ud, .total = m->plan.data_bytes};
     if (rc == 0) rc = ready(m, err);
+    /* the output is written by a thread while the next chunk is converted */
+    cv_write_pipe *pipe = rc == 0 ? cv_write_pipe_new(progress_write, &ps, WRITE_PIPE_BUF, err) : NULL;
+    if (!pipe) rc = -1;
     for (uint64_t i = 0; rc == 0 && i < m->plan.n; i++) {
-        rc = cv_emit_tensor(&m->reader, i, progress_write, &ps, err);
+        rc = cv_emit_tensor(&m->reader, i, cv_write_pipe_put, pipe, err);
         kiln_hf_tensor_done(m, i);
     }
+    if (rc == 0) rc = cv_write_pipe_flush(pipe, err);
+    cv_write_pipe_free(pipe);
+    /* every lookup is done: the keys nobody read are known */
+    if (rc == 0 && m->opts.unread) rc = kiln_hf_unread_keys(m, m->opts.unread, m->opts.unread_ud, err);
     if (rc == 0) {
         rc = kiln_writer_finish(w, err);
     } else {

@@ -35,10 +35,16 @@ typedef enum kiln_outtype {
     KILN_OUT_TQ2_0,
 } kiln_outtype;
 
+/* Called once per key of `file` (config.json, its text_config merged in,
+ * or tokenizer_config.json) that the conversion did not read. */
+typedef void (*kiln_convert_unread)(void *ud, const char *file, const char *key);
+
 typedef struct kiln_convert_opts {
     kiln_outtype outtype;
     const char *pre_tokenizer; /* tokenizer.ggml.pre to use; NULL detects it */
     bool vocab_only;           /* metadata only, no tensors */
+    kiln_convert_unread unread; /* kiln_convert() reports ignored keys here; may be NULL */
+    void *unread_ud;
 } kiln_convert_opts;
 
 typedef struct kiln_hf_model kiln_hf_model;
@@ -100,6 +106,13 @@ void kiln_hf_tensor_done(kiln_hf_model *m, uint64_t i);
 /* The size of the GGUF kiln_convert() would write as one file (a split
  * output adds a header per shard). 0 on error. */
 uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err);
+
+/* Calls fn for every top-level key of config.json (text_config's merged
+ * in, as the converter sees them) and of tokenizer_config.json that no
+ * lookup so far read: after kiln_hf_set_metadata() (or
+ * kiln_hf_output_size()), the keys the conversion ignores. Returns -1
+ * (err set) when the marks could not all be kept (out of memory). */
+int kiln_hf_unread_keys(const kiln_hf_model *m, kiln_convert_unread fn, void *ud, kiln_err *err);
 
 /* Progress callback: bytes of tensor data written so far, of total. */
 typedef void (*kiln_convert_progress)(void *ud, uint64_t done, uint64_t total);

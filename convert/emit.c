@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../core/fp16.h"
 #include "../core/types.h"
@@ -13,6 +15,11 @@
 #include "ternary.h"
 
 #define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */
+/* FP8 -> Q8_0 keeps no f32 chunk, so its chunks are larger (32 MiB of FP8
+ * in, 34 MiB of Q8_0 out): each chunk is one OpenMP region, and fewer
+ * regions mean fewer spells of a worker spinning idle while the main
+ * thread waits for the writer. */
+#define F8_Q8_CHUNK_ELEMS (32u << 20)
 
 static int grow(void *pp, uint64_t *cap, uint64_t need, kiln_err *err) {
     void **p = pp;
@@ -159,10 +166,10 @@ static int load_scale(cv_reader *r, int64_t si, kiln_err *err) {
     return rc;
 }
 
-/* Dequantizes rows [lr, lr + n) of F8 part p into dst. */
-static int dequant_part_rows(cv_reader *r, const cv_part *part, const uint8_t *src, float *dst, int64_t lr,
+/* Rows [lr, lr + n) of F8 part p into dst: as f32, or, when `q8`, as
+ * Q8_0 blocks straight from the FP8 bytes (cv_f8_q8_0_rows). */
+static int dequant_part_rows(cv_reader *r, const cv_part *part, const uint8_t *src, void *dst, bool q8, int64_t lr,
                              int64_t n, int64_t cols, kiln_err *err) {
-    const kiln_st_tensor *t = &r->st->t[part->st];
     const float *scale = NULL;
     int64_t scale_cols = 0;
     bool per_row = false;
@@ -173,9 +180,14 @@ static int dequant_part_rows(cv_reader *r, const cv_part *part, const uint8_t *s
         scale_cols = s->n_dims == 2 ? s->shape[1] : 0;
         per_row = s->nelements > 1 && r->plan->block[0] == 0;
     }
-    (void)t;
-    cv_f8_dequant_rows(src, dst, lr, n, cols, scale, scale_cols, r->plan->block, per_row);
-    return 0;
+    if (!q8) {
+        cv_f8_dequant_rows(src, dst, lr, n, cols, scale, scale_cols, r->plan->block, per_row);
+        return 0;
+    }
+    int64_t bad = cv_f8_q8_0_rows(src, dst, lr, n, cols, scale, scale_cols, r->plan->block, per_row);
+    if (bad < 0) return 0;
+    return kiln_fail(err, r->st->t[part->st].name, NULL, -1, "row %lld column %lld is %s; refusing to quantize",
+                     (long long)(lr + bad / cols), (long long)(bad % cols), "NaN or infinite");
 }
 
 /* Bytes [off, off + n) of a source file: *p points into the file's
@@ -193,6 +205,18 @@ static int source_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n, u
     return cv_source_pread(r->src, file, dst, n, off, err);
 }
 
+/* Asks the kernel to start reading bytes [off, off + n) of a mapped file
+ * now, so that the next chunk's page faults find them in the page cache
+ * while this chunk is converted. Only a hint: when the file is not mapped,
+ * or madvise declines, nothing changes but the speed. */
+static void read_ahead(cv_reader *r, uint32_t file, uint64_t off, uint64_t n) {
+    const uint8_t *base;
+    kiln_err ignored;
+    if (n == 0 || cv_source_map(r->src, file, &base, &ignored) != 0) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)(base + off) / page * page;
+    (void)madvise((void *)lo, (uintptr_t)(base + off + n) - lo, MADV_WILLNEED);
+}
+
 /* Done with source bytes: mapped pages leave the process's memory. */
 static void release_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n) {
     cv_source_unmap_hint(r->src, file, off, n);
@@ -200,13 +224,17 @@ static void release_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n)
 
 /* Rows [r0, r1) of a plain or stacked tensor, read from the parts. A chunk
  * inside one part of a mapped file is handed out in place; the caller
- * releases it (r->pending) once it has been used. */
-static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, const void **ptr, kiln_st_dtype *cd,
-                       kiln_err *err) {
+ * releases it (r->pending) once it has been used. FP8 rows come out as f32
+ * in r->f32, or, when `f8_q8`, already in Q8_0 in r->out (*cd is then
+ * F8_E4M3, meaning "converted"). */
+static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, bool f8_q8, const void **ptr,
+                       kiln_st_dtype *cd, kiln_err *err) {
     int64_t cols = o->ne[0], rows_pp = o->nelements / cols / o->n_parts;
     uint64_t es = kiln_st_dtype_size(o->dtype), row_bytes = (uint64_t)cols * es;
     bool f8 = is_e4m3(o->dtype);
-    if (f8 && grow(&r->f32, &r->f32_cap, (uint64_t)(r1 - r0) * cols * 4, err) < 0) return -1;
+    uint64_t f8_row_out = f8_q8 ? kiln_type_row_bytes(KILN_Q8_0, (uint64_t)cols) : (uint64_t)cols * 4;
+    uint8_t **f8_dst = f8_q8 ? &r->out : (uint8_t **)&r->f32;
+    if (f8 && grow(f8_dst, f8_q8 ? &r->out_cap : &r->f32_cap, (uint64_t)(r1 - r0) * f8_row_out, err) < 0) return -1;
     bool one_part = r0 / rows_pp == (r1 - 1) / rows_pp;
     for (int64_t row = r0; row < r1;) {
         int64_t p = row / rows_pp, lr = row % rows_pp, n = r1 - row < rows_pp - lr ? r1 - row : rows_pp - lr;
@@ -220,8 +248,14 @@ static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, co
         /* scales first: the order plan_spools() assumed for archives */
         if (f8 && o->parts[p].scale >= 0 && load_scale(r, o->parts[p].scale, err) < 0) return -1;
         if (source_bytes(r, t->file, off, len, dst, &src, err) < 0) return -1;
+        if (src != dst) { /* mapped: the part's next chunk is read while this one is converted */
+            uint64_t next = off + len, part_end = t->file_offset + t->nbytes;
+            read_ahead(r, t->file, next, part_end - next < len ? part_end - next : len);
+        }
         if (f8) {
-            if (dequant_part_rows(r, &o->parts[p], src, r->f32 + (row - r0) * cols, lr, n, cols, err) < 0) return -1;
+            if (dequant_part_rows(r, &o->parts[p], src, *f8_dst + (uint64_t)(row - r0) * f8_row_out, f8_q8, lr, n,
+                                  cols, err) < 0)
+                return -1;
             release_bytes(r, t->file, off, len);
         } else if (one_part) {
             *ptr = src;
@@ -233,8 +267,8 @@ static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, co
         }
         row += n;
     }
-    if (f8) *ptr = r->f32;
-    *cd = f8 ? KILN_ST_F32 : o->dtype;
+    if (f8) *ptr = *f8_dst;
+    *cd = f8 && !f8_q8 ? KILN_ST_F32 : o->dtype;
     return 0;
 }
 
@@ -283,7 +317,7 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
      * their source row's scales (get_rows), in a quarter of the memory. */
     if (is_e4m3(sd) && !(o->xform == CV_X_PERMUTE && t->n_dims == 2)) {
         if (grow(&r->f32, &r->f32_cap, (uint64_t)t->nelements * 4, err) < 0 ||
-            dequant_part_rows(r, &o->parts[0], src, r->f32, 0, t->nelements / cols, cols, err) < 0)
+            dequant_part_rows(r, &o->parts[0], src, r->f32, false, 0, t->nelements / cols, cols, err) < 0)
             return -1;
         src = (const uint8_t *)r->f32;
         sd = KILN_ST_F32;
@@ -329,7 +363,7 @@ static int shifted_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, c
                         kiln_st_dtype *cd, kiln_err *err) {
     const void *src;
     kiln_st_dtype sd;
-    if (stream_rows(r, o, r0, r1, &src, &sd, err) < 0) return -1;
+    if (stream_rows(r, o, r0, r1, false, &src, &sd, err) < 0) return -1;
     const int64_t n = (r1 - r0) * o->ne[0];
     if (src != (const void *)r->f32) {
         if (grow(&r->f32, &r->f32_cap, (uint64_t)n * 4, err) < 0 || to_f32(src, sd, r->f32, n, err) < 0) return -1;
@@ -353,7 +387,7 @@ static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void
         *cd = KILN_ST_F32;
         return 0;
     }
-    if (o->xform == CV_X_NONE) return stream_rows(r, o, r0, r1, ptr, cd, err);
+    if (o->xform == CV_X_NONE) return stream_rows(r, o, r0, r1, false, ptr, cd, err);
     if (o->xform == CV_X_NORM_SHIFT) return shifted_rows(r, o, r0, r1, ptr, cd, err);
     if (load_whole(r, i, err) < 0) return -1;
     *cd = r->whole_dtype;
@@ -365,12 +399,30 @@ static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void
     for (int64_t row = r0; row < r1; row++) {
         int64_t h = row / (2 * half), i2 = (row % (2 * half)) / 2, j = row % 2;
         int64_t src_row = h * 2 * half + j * half + i2;
-        if (dequant_part_rows(r, &o->parts[0], r->whole + (uint64_t)row * cols, r->f32 + (row - r0) * cols, src_row, 1,
-                              cols, err) < 0)
+        if (dequant_part_rows(r, &o->parts[0], r->whole + (uint64_t)row * cols, r->f32 + (row - r0) * cols, false,
+                              src_row, 1, cols, err) < 0)
             return -1;
     }
     *ptr = r->f32;
     *cd = KILN_ST_F32;
+    return 0;
+}
+
+/* Integer source elements narrowed to I32, as numpy's astype wraps them
+ * (DeepSeek-V4's I64 hash-routing table). */
+static int narrow_to_i32(cv_reader *r, const void *src, kiln_st_dtype cd, int64_t n, const void **out,
+                         kiln_err *err) {
+    *out = src;
+    if (cd == KILN_ST_I32) return 0;
+    if (cd != KILN_ST_I64) return kiln_fail(err, NULL, "dtype", -1, "cannot write %s as I32", kiln_st_dtype_name(cd));
+    if (grow(&r->out, &r->out_cap, (uint64_t)n * 4, err) < 0) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        memcpy(&v, (const uint8_t *)src + 8 * i, 8);
+        uint32_t u = (uint32_t)(uint64_t)v;
+        memcpy(r->out + 4 * i, &u, 4);
+    }
+    *out = r->out;
     return 0;
 }
 
@@ -379,6 +431,7 @@ static int get_rows(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, const void
 static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_dtype cd, int64_t nrows,
                         const void **out, kiln_err *err) {
     int64_t n = nrows * o->ne[0];
+    if (o->type == KILN_I32) return narrow_to_i32(r, src, cd, n, out, err);
     if ((cd == KILN_ST_F32 && o->type == KILN_F32) || (cd == KILN_ST_F16 && o->type == KILN_F16)) {
         *out = src;
         return 0;
@@ -418,16 +471,18 @@ static void release_pending(cv_reader *r) {
     r->pending_len = 0;
 }
 
-static int64_t chunk_rows(const cv_reader *r, const cv_out *o) {
-    int64_t rows = (int64_t)r->chunk_elems / o->ne[0];
+/* Rows of tensor o in a chunk of about `elems` weights (at least one). */
+static int64_t chunk_rows(const cv_out *o, uint64_t elems) {
+    int64_t rows = (int64_t)elems / o->ne[0];
     return rows > 0 ? rows : 1;
 }
 
-/* Rows [r0, r1) of an MXFP4 expert tensor as ggml blocks into r->out,
- * from the HF blocks and scales of the source rows they take (mapped in
- * place from a directory, read otherwise). */
-static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kiln_err *err) {
-    const kiln_st_tensor *bt = &r->st->t[o->parts[0].st], *st = &r->st->t[o->parts[0].scale];
+/* Rows [r0, r1) of one part of an MXFP4 expert tensor as ggml blocks at
+ * dst, from the HF blocks and scales of the source rows they take (mapped
+ * in place from a directory, read otherwise). */
+static int mxfp4_part_rows(cv_reader *r, const cv_out *o, const cv_part *part, int64_t r0, int64_t r1, uint8_t *dst,
+                           kiln_err *err) {
+    const kiln_st_tensor *bt = &r->st->t[part->st], *st = &r->st->t[part->scale];
     int64_t nb = o->ne[0] / 32, s0 = r0 * o->stride, s1 = r1 * o->stride; /* source rows [s0, s1) */
     uint64_t n_scales = (uint64_t)((s1 - s0) * nb);
     const uint8_t *blocks, *scales;
@@ -435,11 +490,10 @@ static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kil
     if (!scale_copy) return kiln_fail(err, st->name, NULL, -1, "out of memory");
     int rc = -1;
     if (grow(&r->raw, &r->raw_cap, n_scales * 16, err) == 0 &&
-        grow(&r->out, &r->out_cap, kiln_type_row_bytes(KILN_MXFP4, (uint64_t)((r1 - r0) * o->ne[0])), err) == 0 &&
         source_bytes(r, st->file, st->file_offset + (uint64_t)(s0 * nb), n_scales, scale_copy, &scales, err) == 0 &&
         source_bytes(r, bt->file, bt->file_offset + (uint64_t)(s0 * nb) * 16, n_scales * 16, r->raw, &blocks, err) ==
             0) {
-        cv_mxfp4_repack_rows(blocks, scales, nb, 0, r1 - r0, o->stride, o->parity, r->out);
+        cv_mxfp4_repack_rows(blocks, scales, nb, 0, r1 - r0, o->stride, o->parity, dst);
         release_bytes(r, bt->file, bt->file_offset + (uint64_t)(s0 * nb) * 16, n_scales * 16);
         rc = 0;
     }
@@ -447,9 +501,24 @@ static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kil
     return rc;
 }
 
+/* Rows [r0, r1) of an MXFP4 expert tensor into r->out: one HF tensor
+ * (gpt-oss), or one per expert stacked (DeepSeek-V4). */
+static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kiln_err *err) {
+    int64_t rows_pp = o->nelements / o->ne[0] / o->n_parts;
+    uint64_t row_bytes = kiln_type_row_bytes(KILN_MXFP4, (uint64_t)o->ne[0]);
+    if (grow(&r->out, &r->out_cap, (uint64_t)(r1 - r0) * row_bytes, err) < 0) return -1;
+    for (int64_t row = r0; row < r1;) {
+        int64_t p = row / rows_pp, lr = row % rows_pp, n = r1 - row < rows_pp - lr ? r1 - row : rows_pp - lr;
+        if (mxfp4_part_rows(r, o, &o->parts[p], lr, lr + n, r->out + (uint64_t)(row - r0) * row_bytes, err) < 0)
+            return -1;
+        row += n;
+    }
+    return 0;
+}
+
 int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err *err) {
     const cv_out *o = plan_out(r, i);
-    int64_t rows = o->nelements / o->ne[0], step = chunk_rows(r, o);
+    int64_t rows = o->nelements / o->ne[0], step = chunk_rows(o, r->chunk_elems);
     if (o->xform == CV_X_MXFP4) {
         for (int64_t r0 = 0; r0 < rows; r0 += step) {
             int64_t r1 = r0 + step < rows ? r0 + step : rows;
@@ -459,12 +528,19 @@ int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err 
         }
         return 0;
     }
+    /* FP8 to Q8_0 in one step, without the f32 rows in memory */
+    bool f8_q8 = !o->gen && o->xform == CV_X_NONE && is_e4m3(o->dtype) && o->type == KILN_Q8_0 &&
+                 o->ne[0] % 32 == 0;
+    if (f8_q8) step = chunk_rows(o, F8_Q8_CHUNK_ELEMS);
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
         const void *src, *out;
         kiln_st_dtype cd;
-        if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 || convert_rows(r, o, src, cd, r1 - r0, &out, err) < 0)
+        if (f8_q8) {
+            if (stream_rows(r, o, r0, r1, true, &out, &cd, err) < 0) return -1;
+        } else if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 || convert_rows(r, o, src, cd, r1 - r0, &out, err) < 0) {
             return -1;
+        }
         if (sink(user, out, kiln_type_row_bytes(o->type, (uint64_t)((r1 - r0) * o->ne[0])), err) < 0) return -1;
         release_pending(r);
     }
@@ -473,7 +549,7 @@ int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err 
 
 int cv_read_f32(cv_reader *r, uint64_t i, int64_t r0, int64_t r1, float *dst, kiln_err *err) {
     const cv_out *o = plan_out(r, i);
-    int64_t step = chunk_rows(r, o);
+    int64_t step = chunk_rows(o, r->chunk_elems);
     for (int64_t a = r0; a < r1; a += step) {
         int64_t b = a + step < r1 ? a + step : r1;
         if (o->xform == CV_X_MXFP4) { /* the values the GGUF's blocks mean */

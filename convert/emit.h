@@ -6,7 +6,10 @@
  * Plain and stacked tensors stream: each chunk of rows is read straight
  * from its source part (about 16 MiB at a time), so memory does not grow
  * with the tensor. From a directory the files are mapped and a chunk is
- * used in place (no copy), its pages dropped from the process once used. Permuted and transposed tensors are read whole once
+ * used in place (no copy), its pages dropped from the process once used,
+ * and the part's next chunk is asked of the kernel (madvise WILLNEED) so
+ * that reading overlaps converting. FP8 to Q8_0 goes straight from the
+ * FP8 bytes to the blocks (f8.h), with no f32 chunk in memory. Permuted and transposed tensors are read whole once
  * (a transform needs every row), which is the "2x the largest tensor" of
  * the memory budget. Values are converted as llama.cpp does: through f32,
  * with the row converters of core/fp16.h and Q8_0 from quantize/codec.h;

@@ -2,23 +2,27 @@
 #include "f8.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "../codec/blocks.h"
+#include "../codec/quants.h"
 #include "json.h"
 
 int cv_f8_config(json_t *config, bool *fp8, int64_t block[2], kiln_err *err) {
     *fp8 = false;
     block[0] = block[1] = 0;
-    json_t *qc = json_object_get(config, "quantization_config");
+    json_t *qc = cv_json_get(config, "quantization_config");
     if (!json_is_object(qc)) return 0;
-    const char *method = cv_json_str(json_object_get(qc, "quant_method"));
+    const char *method = cv_json_str(cv_json_get(qc, "quant_method"));
     /* MXFP4 experts are read as stored, never dequantized (mxfp4_hf.c) */
     if (!method || !strcmp(method, "mxfp4")) return 0;
     if (strcmp(method, "fp8"))
         return kiln_fail(err, "config.json", "quantization_config.quant_method", -1,
                          "'%s' checkpoints are not supported (only float, fp8 and mxfp4)", method);
     *fp8 = true;
-    json_t *bs = json_object_get(qc, "weight_block_size");
+    json_t *bs = cv_json_get(qc, "weight_block_size");
     if (!bs || json_is_null(bs)) return 0;
     if (!json_is_array(bs) || json_array_size(bs) != 2 || !cv_json_int(json_array_get(bs, 0), &block[0]) ||
         !cv_json_int(json_array_get(bs, 1), &block[1]) || block[0] <= 0 || block[1] <= 0)
@@ -45,22 +49,133 @@ static void init_lut(void) {
     __atomic_store_n(&lut_ready, 1, __ATOMIC_RELEASE);
 }
 
+/* ---- n bytes times one scale ------------------------------------------
+ * The SIMD variants decode E4M3 by bit arithmetic, giving the LUT's exact
+ * floats: a normal byte's exponent is rebiased (7 -> 127) and its 3
+ * mantissa bits moved to the top of f32's 23; a subnormal is mant * 2^-9,
+ * exact in f32; 0x7f and 0xff are the quiet NaNs NAN and -NAN. Then one
+ * multiplication by the scale, the same IEEE operation as the LUT path. */
+
+static void span_scalar(const uint8_t *s, float *d, int64_t n, float sc) {
+    for (int64_t c = 0; c < n; c++) d[c] = LUT[s[c]] * sc;
+}
+
+#ifdef KILN_X86
+KILN_AVX2 static void span_avx2(const uint8_t *s, float *d, int64_t n, float sc) {
+    const __m256i low7 = _mm256_set1_epi32(0x7f), eight = _mm256_set1_epi32(8);
+    const __m256i rebias = _mm256_set1_epi32(120 << 23), qnan = _mm256_set1_epi32(0x7fc00000);
+    const __m256 sub_unit = _mm256_set1_ps(0x1p-9f), scv = _mm256_set1_ps(sc);
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(s + c)));
+        __m256i sign = _mm256_slli_epi32(_mm256_andnot_si256(low7, x), 24);
+        __m256i em = _mm256_and_si256(x, low7);
+        __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(em, 20), rebias);
+        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(em), sub_unit));
+        __m256i v = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(eight, em));
+        v = _mm256_blendv_epi8(v, qnan, _mm256_cmpeq_epi32(em, low7));
+        _mm256_storeu_ps(d + c, _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(v, sign)), scv));
+    }
+    span_scalar(s + c, d + c, n - c, sc);
+}
+
+KILN_AVX512 static void span_avx512(const uint8_t *s, float *d, int64_t n, float sc) {
+    const __m512i low7 = _mm512_set1_epi32(0x7f), eight = _mm512_set1_epi32(8);
+    const __m512i rebias = _mm512_set1_epi32(120 << 23), qnan = _mm512_set1_epi32(0x7fc00000);
+    const __m512 sub_unit = _mm512_set1_ps(0x1p-9f), scv = _mm512_set1_ps(sc);
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+        __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(s + c)));
+        __m512i sign = _mm512_slli_epi32(_mm512_andnot_si512(low7, x), 24);
+        __m512i em = _mm512_and_si512(x, low7);
+        __m512i v = _mm512_add_epi32(_mm512_slli_epi32(em, 20), rebias);
+        v = _mm512_mask_mov_epi32(v, _mm512_cmplt_epi32_mask(em, eight),
+                                  _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(em), sub_unit)));
+        v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(em, low7), qnan);
+        _mm512_storeu_ps(d + c, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(v, sign)), scv));
+    }
+    span_avx2(s + c, d + c, n - c, sc);
+}
+#endif
+
+void cv_f8_span(const uint8_t *src, float *dst, int64_t n, float scale) {
+    init_lut();
+    KILN_SIMD_PICK(span)(src, dst, n, scale);
+}
+
+/* Columns [c0, c1) of row r, whose bytes start at `row`, into dst. */
+static void dequant_row_part(const uint8_t *row, float *dst, int64_t r, int64_t c0, int64_t c1, const float *scale,
+                             int64_t scale_cols, const int64_t block[2], bool per_row) {
+    if (!scale || block[0] <= 0) {
+        float sc = !scale ? 1.0f : per_row ? scale[r] : scale[0];
+        cv_f8_span(row + c0, dst, c1 - c0, sc);
+        return;
+    }
+    /* block by block: a division per weight cost more than the rest */
+    const float *srow = scale + (r / block[0]) * scale_cols;
+    for (int64_t c = c0; c < c1;) {
+        int64_t b = c / block[1], end = (b + 1) * block[1] < c1 ? (b + 1) * block[1] : c1;
+        cv_f8_span(row + c, dst + (c - c0), end - c, srow[b]);
+        c = end;
+    }
+}
+
 void cv_f8_dequant_rows(const uint8_t *src, float *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
                         int64_t scale_cols, const int64_t block[2], bool per_row) {
     init_lut();
 #pragma omp parallel for schedule(static) if (nrows * cols > (1 << 20))
+    for (int64_t i = 0; i < nrows; i++)
+        dequant_row_part(src + i * cols, dst + i * cols, r0 + i, 0, cols, scale, scale_cols, block, per_row);
+}
+
+/* Weights per piece of a row decoded on the stack before Q8_0 takes it:
+ * small enough to stay in L1, a multiple of Q8_0's 32. */
+#define Q8_PIECE 1024
+
+/* Index of the first non-finite value of x[0, n), or -1. */
+static int64_t first_non_finite(const float *x, int64_t n) {
+    uint32_t any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t c = 0; c < n; c++) {
+        uint32_t u;
+        memcpy(&u, &x[c], 4);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!any) return -1;
+    for (int64_t c = 0; c < n; c++)
+        if (!isfinite(x[c])) return c;
+    return -1;
+}
+
+/* Threads for the fused step: one core is left to the write pipe's thread
+ * (convert/write_pipe.c), which copies the previous chunk into the page
+ * cache meanwhile; a second OpenMP worker there would only take turns with
+ * it, and spin idle whenever the main thread waits for it. */
+static int q8_threads(void) {
+    int n = omp_get_max_threads();
+    return n > 2 ? n - 1 : 1;
+}
+
+int64_t cv_f8_q8_0_rows(const uint8_t *src, void *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
+                        int64_t scale_cols, const int64_t block[2], bool per_row) {
+    init_lut();
+    const uint64_t row_bytes = (uint64_t)cols / KILN_QK * sizeof(kiln_block_q8_0);
+    int64_t first_bad = INT64_MAX;
+#pragma omp parallel for schedule(static) num_threads(q8_threads()) if (nrows * cols > (1 << 20))
     for (int64_t i = 0; i < nrows; i++) {
-        const uint8_t *s = src + i * cols;
-        float *d = dst + i * cols;
-        int64_t r = r0 + i;
-        if (!scale) {
-            for (int64_t c = 0; c < cols; c++) d[c] = LUT[s[c]];
-        } else if (block[0] > 0) {
-            const float *srow = scale + (r / block[0]) * scale_cols;
-            for (int64_t c = 0; c < cols; c++) d[c] = LUT[s[c]] * srow[c / block[1]];
-        } else {
-            float sc = per_row ? scale[r] : scale[0];
-            for (int64_t c = 0; c < cols; c++) d[c] = LUT[s[c]] * sc;
+        float piece[Q8_PIECE];
+        uint8_t *out = (uint8_t *)dst + (uint64_t)i * row_bytes;
+        for (int64_t c0 = 0; c0 < cols; c0 += Q8_PIECE) {
+            int64_t c1 = cols - c0 > Q8_PIECE ? c0 + Q8_PIECE : cols;
+            dequant_row_part(src + i * cols, piece, r0 + i, c0, c1, scale, scale_cols, block, per_row);
+            int64_t bad = first_non_finite(piece, c1 - c0);
+            if (bad >= 0) { /* Q8_0 refuses it, as kiln_quantize_rows does */
+#pragma omp critical(cv_f8_q8_bad)
+                if (i * cols + c0 + bad < first_bad) first_bad = i * cols + c0 + bad;
+                break;
+            }
+            kiln_quantize_row_q8_0_ref(piece, out + (uint64_t)c0 / KILN_QK * sizeof(kiln_block_q8_0), c1 - c0);
         }
     }
+    return first_bad == INT64_MAX ? -1 : first_bad;
 }

@@ -6,7 +6,9 @@
  * ragged edges are cut short. A scale without a block size is one value
  * per tensor, or one per row.
  *
- * The converter dequantizes inline, one chunk of rows at a time. */
+ * The converter dequantizes inline, one chunk of rows at a time; to Q8_0
+ * it goes straight from the FP8 bytes, a row piece at a time through L1,
+ * with the same float operations as dequantizing then quantizing. */
 #ifndef KILN_CONVERT_F8_H
 #define KILN_CONVERT_F8_H
 
@@ -30,5 +32,18 @@ float cv_f8_e4m3_to_f32(uint8_t b);
  * `per_row`). block = weight_block_size. */
 void cv_f8_dequant_rows(const uint8_t *src, float *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
                         int64_t scale_cols, const int64_t block[2], bool per_row);
+
+/* The same rows as Q8_0 blocks at dst (cols / 32 blocks a row; cols must
+ * be a multiple of 32): byte for byte what cv_f8_dequant_rows followed by
+ * the Q8_0 quantizer gives, without the f32 rows in memory. Returns -1,
+ * or, when a value is NaN or infinite (which Q8_0 refuses), the index
+ * row * cols + col (row counted from r0) of the first one in row order;
+ * dst is then incomplete. */
+int64_t cv_f8_q8_0_rows(const uint8_t *src, void *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
+                        int64_t scale_cols, const int64_t block[2], bool per_row);
+
+/* dst[i] = e4m3(src[i]) * scale for n bytes, on the SIMD level kiln_simd()
+ * allows (the tests compare the levels). */
+void cv_f8_span(const uint8_t *src, float *dst, int64_t n, float scale);
 
 #endif

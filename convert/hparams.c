@@ -26,7 +26,7 @@ static const char *const KEYS_POS[] = {"n_positions", "n_ctx", "max_position_emb
 
 json_t *cv_config_flatten(json_t *config) {
     json_t *flat = json_deep_copy(config);
-    json_t *text = flat ? json_object_get(flat, "text_config") : NULL;
+    json_t *text = flat ? cv_json_get(flat, "text_config") : NULL;
     if (json_is_object(text)) json_object_update(flat, text);
     return flat;
 }

@@ -1,4 +1,5 @@
-/* convert/json.c - JSON helpers for the converter (see json.h). */
+/* convert/json.c - JSON helpers for the converter (see json.h), and the
+ * read marks behind `kiln convert --verbose`. */
 #include "json.h"
 
 #include <ctype.h>
@@ -79,7 +80,7 @@ json_t *cv_json_parse(const char *text, size_t len, const char *fname, kiln_err 
 json_t *cv_json_find(const json_t *obj, const char *const *keys, const char **key) {
     if (!json_is_object(obj)) return NULL;
     for (; *keys; keys++) {
-        json_t *v = json_object_get(obj, *keys);
+        json_t *v = cv_json_get(obj, *keys);
         if (v) {
             if (key) *key = *keys;
             return v;
@@ -121,4 +122,92 @@ bool cv_json_truthy(const json_t *v) {
     if (json_is_array(v)) return json_array_size(v) > 0;
     if (json_is_object(v)) return json_object_size(v) > 0;
     return false;
+}
+
+/* ---- read marks ---------------------------------------------------------- */
+
+/* The marks lookups on this thread record into (cv_json_reads_use). */
+static _Thread_local cv_json_reads *reads_in_use;
+
+/* The entry that holds the marks of `obj`, or NULL when it is not watched. */
+static struct cv_json_watched *marks_of(const cv_json_reads *r, const json_t *obj) {
+    for (size_t i = 0; r && obj && i < r->n; i++)
+        if (r->w[i].obj == obj) return (struct cv_json_watched *)&r->w[r->w[i].marks_in];
+    return NULL;
+}
+
+static int watch(cv_json_reads *r, const json_t *obj, size_t marks_in) {
+    if (!obj || marks_of(r, obj)) return 0;
+    if (r->n == CV_JSON_WATCH_MAX) {
+        r->incomplete = true;
+        return -1;
+    }
+    r->w[r->n] = (struct cv_json_watched){.obj = obj, .marks_in = marks_in};
+    r->n++;
+    return 0;
+}
+
+int cv_json_reads_watch(cv_json_reads *r, const json_t *obj) { return watch(r, obj, r->n); }
+
+int cv_json_reads_alias(cv_json_reads *r, const json_t *copy, const json_t *orig) {
+    const struct cv_json_watched *o = marks_of(r, orig);
+    if (!o || !copy || marks_of(r, copy)) return 0;
+    if (watch(r, copy, (size_t)(o - r->w)) < 0) return -1;
+    json_incref((json_t *)copy);
+    return 0;
+}
+
+cv_json_reads *cv_json_reads_use(cv_json_reads *r) {
+    cv_json_reads *prev = reads_in_use;
+    reads_in_use = r;
+    return prev;
+}
+
+bool cv_json_reads_hit(const cv_json_reads *r, const json_t *obj, const char *key) {
+    const struct cv_json_watched *w = marks_of(r, obj);
+    for (size_t i = 0; w && i < w->n; i++)
+        if (!strcmp(w->keys[i], key)) return true;
+    return false;
+}
+
+static void mark(cv_json_reads *r, struct cv_json_watched *w, const char *key) {
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->keys[i], key)) return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 32;
+        char **keys = realloc(w->keys, cap * sizeof *keys);
+        if (!keys) {
+            r->incomplete = true;
+            return;
+        }
+        w->keys = keys;
+        w->cap = cap;
+    }
+    if (!(w->keys[w->n] = strdup(key))) {
+        r->incomplete = true;
+        return;
+    }
+    w->n++;
+}
+
+void cv_json_reads_free(cv_json_reads *r) {
+    for (size_t i = 0; i < r->n; i++) {
+        for (size_t k = 0; k < r->w[i].n; k++) free(r->w[i].keys[k]);
+        free(r->w[i].keys);
+        if (r->w[i].marks_in != i) json_decref((json_t *)r->w[i].obj); /* a copy: held by alias */
+    }
+    memset(r, 0, sizeof *r);
+}
+
+json_t *cv_json_copy(const json_t *obj) {
+    json_t *copy = json_deep_copy(obj);
+    if (copy) (void)cv_json_reads_alias(reads_in_use, copy, obj); /* a failure marks the list incomplete */
+    return copy;
+}
+
+json_t *cv_json_get(const json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    struct cv_json_watched *w = v ? marks_of(reads_in_use, obj) : NULL;
+    if (w) mark(reads_in_use, w, key);
+    return v;
 }

@@ -17,6 +17,7 @@ typedef struct cv_kv {
     const char *arch;  /* general.architecture, for arch keys */
     uint64_t bytes;    /* serialized size of the keys set so far */
     uint64_t n;        /* keys set so far */
+    bool chat_template; /* tokenizer.chat_template was set from the checkpoint */
     kiln_err *err;
 } cv_kv;
 

@@ -51,7 +51,7 @@ static int gating_key(json_t *config, cv_kv *k) {
     if (!v || json_is_null(v)) return 0;
     const char *s = cv_json_str(v);
     /* llama.cpp's ExpertGatingFuncType */
-    uint32_t t = s && !strcmp(s, "softmax") ? 1 : s && !strcmp(s, "sigmoid") ? 2 : s && !strcmp(s, "sqrtsoftplus") ? 3 : 0;
+    uint32_t t = s && !strcmp(s, "softmax") ? 1 : s && !strcmp(s, "sigmoid") ? 2 : s && !strcmp(s, "sqrtsoftplus") ? 4 : 0;
     if (!t) return kiln_fail(k->err, "config.json", key, -1, "unsupported expert gating function");
     return cv_kv_arch_u32(k, "expert_gating_func", t);
 }
@@ -65,7 +65,7 @@ static int base_keys(json_t *config, const cv_hp *hp, cv_kv *k) {
         int_key(config, CV_KEYS_HEADS, "attention.head_count", true, k) < 0 ||
         int_key(config, CV_KEYS_KV_HEADS, "attention.head_count_kv", false, k) < 0)
         return -1;
-    json_t *causal = json_object_get(config, "is_causal");
+    json_t *causal = cv_json_get(config, "is_causal");
     if (json_is_false(causal) && cv_kv_arch_bool(k, "attention.causal", false) < 0) return -1;
     if (cv_rope_keys(config, k) < 0 ||
         float_key(config, KEYS_RMS_EPS, "attention.layer_norm_rms_epsilon", k) < 0 ||

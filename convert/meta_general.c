@@ -81,7 +81,7 @@ static int sampling_keys(cv_source *src, cv_kv *k) {
     if (!gc) return -1;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof S / sizeof S[0]; i++) {
-        json_t *v = json_object_get(gc, S[i].json);
+        json_t *v = cv_json_get(gc, S[i].json);
         int64_t n;
         double d;
         if (!v || json_is_null(v)) continue;
@@ -116,7 +116,7 @@ int cv_meta_general(cv_source *src, json_t *config, const cv_plan *plan, const c
     if (cv_kv_str(k, "general.type", "model") < 0) return -1;
     cv_params pc = cv_count_params(plan);
     cv_name_parts np = {0};
-    const char *nop = cv_json_str(json_object_get(config, "_name_or_path"));
+    const char *nop = cv_json_str(cv_json_get(config, "_name_or_path"));
     int slashes = 0;
     for (const char *c = nop; c && *c; c++) slashes += *c == '/';
     int rc = 0;

@@ -6,8 +6,8 @@
 #include "json.h"
 
 bool cv_mxfp4_checkpoint(json_t *config) {
-    json_t *qc = json_object_get(config, "quantization_config");
-    const char *m = json_is_object(qc) ? cv_json_str(json_object_get(qc, "quant_method")) : NULL;
+    json_t *qc = cv_json_get(config, "quantization_config");
+    const char *m = json_is_object(qc) ? cv_json_str(cv_json_get(qc, "quant_method")) : NULL;
     return m && !strcmp(m, "mxfp4");
 }
 

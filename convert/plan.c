@@ -2,8 +2,10 @@
  *
  * Source tensors are visited in stlist order, exactly as
  * convert_hf_to_gguf.py visits them, so the GGUF comes out in llama.cpp's
- * order: a generated rope_freqs first, then an MXFP4 checkpoint's expert
- * pairs (gpt-oss: _blocks + _scales, kept MXFP4), then each tensor as it
+ * order: a generated rope_freqs first, then the outputs an architecture
+ * plans itself (DeepSeek-V4's hash tables and stacked FP4 experts:
+ * plan_first), then an MXFP4 checkpoint's expert pairs (gpt-oss: _blocks +
+ * _scales, kept MXFP4), then each tensor as it
  * is met, and a block's stacked expert tensors at the point where its
  * last expert matrix is met. Types follow llama.cpp: 1-D tensors, norms, biases and a
  * few special matrices are F32; everything else gets the outtype, with
@@ -101,6 +103,15 @@ static int find_aux(builder *b) {
         const char *n = b->st->t[i].name;
         if (ends_with(n, ".activation_scale") || ends_with(n, "_activation_scale")) {
             b->aux[i] = true;
+        } else if (ends_with(n, ".scale")) {
+            /* DeepSeek-V4: X.scale (E8M0 block scales) beside an F8 X.weight; the
+             * scales of FP4 experts are taken by the arch's plan_first */
+            char w[512];
+            snprintf(w, sizeof w, "%.*s.weight", (int)(strlen(n) - strlen(".scale")), n);
+            int64_t wi = cv_stlist_find(b->st, w);
+            if (wi < 0 || b->st->t[wi].dtype != KILN_ST_F8_E4M3) continue;
+            b->aux[i] = true;
+            b->scale_of[wi] = (int64_t)i;
         } else if (ends_with(n, "_scale_inv")) {
             char w[512];
             snprintf(w, sizeof w, "%.*s", (int)(strlen(n) - strlen("_scale_inv")), n);
@@ -151,6 +162,10 @@ static int check_shape(const builder *b, const cv_tmap *m, bool bias, const kiln
     uint32_t n = expected_dims(m, bias, dims);
     int64_t want[3];
     for (uint32_t i = 0; i < n; i++) {
+        if (dims[i] == CV_D_ANY) { /* checked by the arch's plan_first */
+            want[i] = i < t->n_dims ? t->shape[i] : 0;
+            continue;
+        }
         if (!b->hp->dim[dims[i]])
             return kiln_fail(b->err, "config.json", dim_key(dims[i]), -1, "missing: needed to check tensor %s",
                              t->name);
@@ -171,8 +186,8 @@ static int check_shape(const builder *b, const cv_tmap *m, bool bias, const kiln
 
 /* The F8 scale of tensor `w` must cover it block by block. */
 static int check_scale(const builder *b, const kiln_st_tensor *w, const kiln_st_tensor *s) {
-    if (s->dtype != KILN_ST_F32 && s->dtype != KILN_ST_BF16 && s->dtype != KILN_ST_F16)
-        return kiln_fail(b->err, s->name, "dtype", -1, "scale tensors must be F32, BF16 or F16, not %s",
+    if (s->dtype != KILN_ST_F32 && s->dtype != KILN_ST_BF16 && s->dtype != KILN_ST_F16 && s->dtype != KILN_ST_F8_E8M0)
+        return kiln_fail(b->err, s->name, "dtype", -1, "scale tensors must be F32, BF16, F16 or F8_E8M0, not %s",
                          kiln_st_dtype_name(s->dtype));
     if (b->p->block[0] > 0 && w->n_dims == 2) {
         int64_t r = (w->shape[0] + b->p->block[0] - 1) / b->p->block[0];
@@ -257,6 +272,12 @@ static int add_out(builder *b, char *name, const int64_t *hf, uint32_t nd, uint1
     o->dtype = parts ? b->st->t[parts[0].st].dtype : KILN_ST_F32;
     o->type = pick_type(b, name, nd, o->ne[0], flags);
     o->f32_rule = f32_rule(name, nd, flags);
+    int forced = parts && b->a->tensor_type ? b->a->tensor_type(&b->st->t[parts[0].st], parts[0].scale >= 0) : -1;
+    if (forced >= 0 && nd > 1 && !ends_with(name, "_norm.weight")) {
+        /* gguf-py's QuantError fallback as in pick_type */
+        o->type = forced == KILN_Q8_0 && o->ne[0] % 32 ? KILN_F16 : (uint32_t)forced;
+        o->f32_rule = forced == KILN_F32;
+    }
     o->nbytes = kiln_type_row_bytes(o->type, (uint64_t)o->nelements);
     b->p->data_bytes += o->nbytes;
     return 0;
@@ -504,6 +525,43 @@ static int add_rope_freqs(builder *b) {
     return 0;
 }
 
+/* The outputs the architecture plans itself, first (DeepSeek-V4's hash
+ * tables and FP4 experts); the source tensors they take are not visited. */
+static int add_first(builder *b) {
+    if (!b->a->plan_first) return 0;
+    cv_first_out *f = NULL;
+    uint64_t n = 0;
+    int rc = b->a->plan_first(b->config, b->hp, b->st, b->aux, &f, &n, b->err);
+    for (uint64_t i = 0; i < n; i++) {
+        cv_part *parts = rc == 0 ? malloc(f[i].n_parts * sizeof *parts) : NULL;
+        if (rc == 0 && !parts) rc = kiln_fail(b->err, f[i].name, NULL, -1, "out of memory");
+        for (uint32_t p = 0; parts && p < f[i].n_parts; p++) {
+            parts[p].st = f[i].st[p];
+            parts[p].scale = f[i].scale ? f[i].scale[p] : -1;
+        }
+        size_t at = b->p->n;
+        uint8_t xform = f[i].type == KILN_MXFP4 ? CV_X_MXFP4 : CV_X_NONE;
+        if (rc == 0 && add_out(b, f[i].name, f[i].hf, f[i].n_dims, 0, xform, parts, f[i].n_parts,
+                               b->st->t[f[i].st[0]].name) == 0) {
+            cv_out *o = &b->p->t[at];
+            b->p->data_bytes -= o->nbytes;
+            o->type = f[i].type;
+            o->f32_rule = false;
+            o->stride = 1;
+            o->nbytes = kiln_type_row_bytes(o->type, (uint64_t)o->nelements);
+            b->p->data_bytes += o->nbytes;
+        } else if (rc == 0) {
+            rc = -1; /* add_out took name and parts */
+        } else {
+            free(f[i].name);
+        }
+        free(f[i].st);
+        free(f[i].scale);
+    }
+    free(f);
+    return rc;
+}
+
 /* The architecture's generated tensors (Phi-3's LongRoPE factors), in its
  * order, before everything else as llama.cpp writes them. */
 static int add_generated(builder *b) {
@@ -534,7 +592,8 @@ static int build(builder *b) {
         if (!(b->slots = malloc(n * sizeof *b->slots))) return kiln_fail(b->err, NULL, NULL, -1, "out of memory");
         for (uint64_t i = 0; i < n; i++) b->slots[i] = -1;
     }
-    if (add_rope_freqs(b) < 0 || add_generated(b) < 0 || add_mxfp4(b) < 0) return -1;
+    if (add_rope_freqs(b) < 0 || add_generated(b) < 0 || add_first(b) < 0 || add_mxfp4(b) < 0) return -1;
+    if (b->a->flags & CV_A_FTYPE_MXFP4_MOE) b->p->file_type = 38;
     /* llama.cpp's MOSTLY_MXFP4_MOE for a float outtype of an mxfp4 checkpoint */
     if (b->mxfp4 && (b->p->outtype == CV_OUT_F32 || b->p->outtype == CV_OUT_F16 || b->p->outtype == CV_OUT_BF16))
         b->p->file_type = 38;

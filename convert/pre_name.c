@@ -17,7 +17,16 @@
  * TemplateProcessing adding <|begin_of_text|>; Smaug copied it) hashes to
  * "smaug-bpe", not "llama-bpe". The two tokenize differently in llama.cpp
  * (smaug-bpe does not take whole words from the vocabulary before merging),
- * so the Llama-3 regex without a BOS template is named smaug-bpe here too. */
+ * so the Llama-3 regex without a BOS template is named smaug-bpe here too.
+ * cl100k_base (GPT-4's vocabulary, DBRX's and Phi-4's) has the same regex
+ * and no BOS template, and hashes to "dbrx"; it is told from Llama 3's by
+ * its size: its 100,256 byte-level tokens are the 256 bytes and one per
+ * merge, 100,000 merges where Llama 3 has 280,147. dbrx and smaug-bpe
+ * tokenize alike in llama.cpp; only the name in the file differs.
+ *
+ * One kind is not byte-level: SentencePiece-style BPE in a tokenizer.json
+ * (Gemma 3's, without its tokenizer.model), which spm_style_bpe() below
+ * recognizes. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +34,7 @@
 #include "vocab.h"
 
 #define GPT2_REGEX "bytelevel-regex"
+#define CL100K_MERGES 100000
 
 #define LLAMA3_RE                                                                                                  \
     "split:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[" \
@@ -75,7 +85,7 @@ static const char *const LLAMA_CPP_NAMES[] = {
     "gpt3-finnish", "exaone", "exaone4", "chameleon", "minerva-7b", "megrez", "gpt-4o", "llama4", "superbpe",
     "trillion", "granite-docling", "bailingmoe", "bailingmoe2", "seed-coder", "hunyuan", "hunyuan-dense",
     "kimi-k2", "grok-2", "afmoe", "minimax-m2", "qwen35", "joyai-llm", "kanana2", "tiny_aya", "cohere2moe",
-    "glm4", "hybriddna", NULL};
+    "glm4", "hybriddna", "gemma4", "granite-embed-multi-311m", NULL};
 
 /* A tokenizer's pre-tokenizer steps, each a prefix ("split:", ...) and a
  * value pointing into the tokenizer JSON, so that a regex of any length is
@@ -115,18 +125,18 @@ static void describe(sig *s, const char *what) {
 }
 
 static void one_step(sig *s, json_t *p) {
-    const char *type = cv_json_str(json_object_get(p, "type"));
+    const char *type = cv_json_str(cv_json_get(p, "type"));
     if (!type) {
         s->unknown = true;
         describe(s, "?");
         return;
     }
     if (!strcmp(type, "Split")) {
-        json_t *pat = json_object_get(p, "pattern");
-        const char *re = cv_json_str(json_object_get(pat, "Regex")), *str = cv_json_str(json_object_get(pat, "String"));
-        const char *beh = cv_json_str(json_object_get(p, "behavior"));
+        json_t *pat = cv_json_get(p, "pattern");
+        const char *re = cv_json_str(cv_json_get(pat, "Regex")), *str = cv_json_str(cv_json_get(pat, "String"));
+        const char *beh = cv_json_str(cv_json_get(p, "behavior"));
         if (!re && !str) s->unknown = true;
-        if ((beh && strcmp(beh, "Isolated")) || cv_json_truthy(json_object_get(p, "invert"))) s->unknown = true;
+        if ((beh && strcmp(beh, "Isolated")) || cv_json_truthy(cv_json_get(p, "invert"))) s->unknown = true;
         if (re) add_step(s, "split:", re);
         else add_step(s, "string:", str ? str : "");
         char d[160];
@@ -134,13 +144,13 @@ static void one_step(sig *s, json_t *p) {
                  beh && strcmp(beh, "Isolated") ? " (not Isolated)" : "");
         describe(s, d);
     } else if (!strcmp(type, "ByteLevel")) {
-        json_t *ur = json_object_get(p, "use_regex");
+        json_t *ur = cv_json_get(p, "use_regex");
         if (!ur || json_is_true(ur)) add_step(s, "", GPT2_REGEX);
-        if (cv_json_truthy(json_object_get(p, "add_prefix_space"))) s->unknown = true;
+        if (cv_json_truthy(cv_json_get(p, "add_prefix_space"))) s->unknown = true;
         s->byte_level = true;
         describe(s, (!ur || json_is_true(ur)) ? "ByteLevel(use_regex)" : "ByteLevel");
     } else if (!strcmp(type, "Digits")) {
-        bool ind = cv_json_truthy(json_object_get(p, "individual_digits"));
+        bool ind = cv_json_truthy(cv_json_get(p, "individual_digits"));
         add_step(s, "", ind ? "digits:individual" : "digits:contiguous");
         describe(s, ind ? "Digits(individual)" : "Digits");
     } else {
@@ -152,24 +162,53 @@ static void one_step(sig *s, json_t *p) {
 /* True when a TemplateProcessing step of the post_processor puts a special
  * token before the sequence (a BOS) in single-sequence encodings. */
 static bool template_adds_bos(json_t *post) {
-    const char *type = cv_json_str(json_object_get(post, "type"));
+    const char *type = cv_json_str(cv_json_get(post, "type"));
     if (!type) return false;
     if (!strcmp(type, "Sequence")) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(post, "processors"), i, p) if (template_adds_bos(p)) return true;
+        json_array_foreach(cv_json_get(post, "processors"), i, p) if (template_adds_bos(p)) return true;
         return false;
     }
     if (strcmp(type, "TemplateProcessing")) return false;
-    json_t *first = json_array_get(json_object_get(post, "single"), 0);
-    return json_object_get(first, "SpecialToken") != NULL;
+    json_t *first = json_array_get(cv_json_get(post, "single"), 0);
+    return cv_json_get(first, "SpecialToken") != NULL;
+}
+
+/* str_is(v, key, want): member `key` of v is the string `want`. */
+static bool str_is(json_t *v, const char *key, const char *want) {
+    const char *got = cv_json_str(cv_json_get(v, key));
+    return got && !strcmp(got, want);
+}
+
+/* SentencePiece-style BPE: the normalizer turns every space into U+2581
+ * (and prepends none), the pre_tokenizer only cuts after each space
+ * (Split " " MergedWithPrevious), and the BPE runs on UTF-8 with <0xXX>
+ * byte fallback: Gemma 3's tokenizer.json. llama.cpp's converter hashes
+ * it to "granite-embed-multi-311m" (an embedding model with Gemma 3's
+ * vocabulary), which llama.cpp runs as its Gemma 4 pre-tokenizer: spaces
+ * escaped, newline runs split off, no GPT-2 byte encoding. With a ▁
+ * prepended (Llama 2's tokenizer.json) it would be another tokenizer,
+ * which llama.cpp's hash list does not name. */
+static bool spm_style_bpe(json_t *tokenizer) {
+    json_t *norm = cv_json_get(tokenizer, "normalizer"), *pre = cv_json_get(tokenizer, "pre_tokenizer");
+    json_t *model = cv_json_get(tokenizer, "model");
+    return str_is(norm, "type", "Replace") && str_is(cv_json_get(norm, "pattern"), "String", " ") &&
+           str_is(norm, "content", "\xe2\x96\x81") && str_is(pre, "type", "Split") &&
+           str_is(cv_json_get(pre, "pattern"), "String", " ") && str_is(pre, "behavior", "MergedWithPrevious") &&
+           !cv_json_truthy(cv_json_get(pre, "invert")) && str_is(model, "type", "BPE") &&
+           json_is_true(cv_json_get(model, "byte_fallback"));
 }
 
 const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
+    if (spm_style_bpe(tokenizer)) {
+        snprintf(desc, cap, "SentencePiece-style BPE (normalizer Replace ' ' -> U+2581, Split ' ')");
+        return "granite-embed-multi-311m";
+    }
     sig s;
     memset(&s, 0, sizeof s);
-    json_t *pre = json_object_get(tokenizer, "pre_tokenizer");
-    const char *type = cv_json_str(json_object_get(pre, "type"));
+    json_t *pre = cv_json_get(tokenizer, "pre_tokenizer");
+    const char *type = cv_json_str(cv_json_get(pre, "type"));
     if (!pre || json_is_null(pre)) {
         snprintf(desc, cap, "no pre_tokenizer");
         return NULL;
@@ -177,7 +216,7 @@ const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
     if (type && !strcmp(type, "Sequence")) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(pre, "pretokenizers"), i, p) one_step(&s, p);
+        json_array_foreach(cv_json_get(pre, "pretokenizers"), i, p) one_step(&s, p);
     } else {
         one_step(&s, pre);
     }
@@ -190,8 +229,10 @@ const char *cv_pretok_detect(json_t *tokenizer, char *desc, size_t cap) {
         bool same = n == s.n;
         for (int i = 0; same && i < n; i++) same = same_step(KNOWN[k].steps[i], s.steps[i].prefix, s.steps[i].value);
         if (!same) continue;
-        if (!strcmp(KNOWN[k].name, "llama-bpe") && !template_adds_bos(json_object_get(tokenizer, "post_processor")))
-            return "smaug-bpe";
+        if (!strcmp(KNOWN[k].name, "llama-bpe") && !template_adds_bos(cv_json_get(tokenizer, "post_processor")))
+            return json_array_size(cv_json_get(cv_json_get(tokenizer, "model"), "merges")) == CL100K_MERGES
+                       ? "dbrx"
+                       : "smaug-bpe";
         return KNOWN[k].name;
     }
     return NULL;
@@ -203,6 +244,7 @@ const char *cv_pretok_detectable(void) {
         size_t off = 0;
         for (size_t k = 0; k < sizeof KNOWN / sizeof KNOWN[0]; k++)
             off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? ", " : "", KNOWN[k].name);
+        snprintf(buf + off, sizeof buf - off, ", granite-embed-multi-311m (SentencePiece-style BPE)");
     }
     return buf;
 }

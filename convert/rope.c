@@ -13,11 +13,11 @@ static const char *const KEYS_LOCAL_THETA[] = {"local_rope_theta", "rope_local_t
                                                "swa_rope_theta", "rope_local_base_freq", NULL};
 
 json_t *cv_rope_params(json_t *config) {
-    json_t *src = json_object_get(config, "rope_parameters");
-    if (!src) src = json_object_get(config, "rope_scaling");
+    json_t *src = cv_json_get(config, "rope_parameters");
+    if (!src) src = cv_json_get(config, "rope_scaling");
     json_t *rp = cv_json_truthy(src) && json_is_object(src) ? json_deep_copy(src) : json_object();
     if (!rp) return NULL;
-    if (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention")) return rp;
+    if (cv_json_get(rp, "full_attention") || cv_json_get(rp, "sliding_attention")) return rp;
     json_t *local = cv_json_find(config, KEYS_LOCAL_THETA, NULL);
     if (local && !json_is_null(local)) {
         json_t *sw = json_object();
@@ -25,11 +25,11 @@ json_t *cv_rope_params(json_t *config) {
         json_object_set_new(rp, "sliding_attention", sw);
     }
     json_t *theta = cv_json_find(config, KEYS_THETA, NULL);
-    if (!json_object_get(rp, "rope_theta") && theta && !json_is_null(theta)) json_object_set(rp, "rope_theta", theta);
-    json_t *type = json_object_get(rp, "type");
-    if (!json_object_get(rp, "rope_type") && type && !json_is_null(type)) json_object_set(rp, "rope_type", type);
-    json_t *orig = json_object_get(config, "original_max_position_embeddings");
-    if (!json_object_get(rp, "original_max_position_embeddings") && orig && !json_is_null(orig))
+    if (!cv_json_get(rp, "rope_theta") && theta && !json_is_null(theta)) json_object_set(rp, "rope_theta", theta);
+    json_t *type = cv_json_get(rp, "type");
+    if (!cv_json_get(rp, "rope_type") && type && !json_is_null(type)) json_object_set(rp, "rope_type", type);
+    json_t *orig = cv_json_get(config, "original_max_position_embeddings");
+    if (!cv_json_get(rp, "original_max_position_embeddings") && orig && !json_is_null(orig))
         json_object_set(rp, "original_max_position_embeddings", orig);
     return rp;
 }
@@ -37,16 +37,16 @@ json_t *cv_rope_params(json_t *config) {
 /* An optional float key of `obj` written as "ARCH.suffix". */
 static int opt_f32(json_t *obj, const char *key, const char *suffix, cv_kv *k) {
     double v;
-    json_t *j = json_object_get(obj, key);
+    json_t *j = cv_json_get(obj, key);
     if (!j || json_is_null(j)) return 0;
     if (!cv_json_num(j, &v)) return kiln_fail(k->err, "config.json", key, -1, "must be a number");
     return cv_kv_arch_f32(k, suffix, (float)v);
 }
 
 static int scaling_keys(json_t *p, cv_kv *k) {
-    const char *type = cv_json_str(json_object_get(p, "rope_type"));
+    const char *type = cv_json_str(cv_json_get(p, "rope_type"));
     if (!type) return 0;
-    json_t *factor = json_object_get(p, "factor");
+    json_t *factor = cv_json_get(p, "factor");
     bool has_factor = factor && !json_is_null(factor);
     if (!strcmp(type, "linear") && has_factor) {
         if (cv_kv_arch_str(k, "rope.scaling.type", "linear") < 0) return -1;
@@ -57,13 +57,13 @@ static int scaling_keys(json_t *p, cv_kv *k) {
         if (cv_kv_arch_str(k, "rope.scaling.type", "yarn") < 0 ||
             opt_f32(p, "factor", "rope.scaling.factor", k) < 0)
             return -1;
-        if (!cv_json_int(json_object_get(p, "original_max_position_embeddings"), &orig))
+        if (!cv_json_int(cv_json_get(p, "original_max_position_embeddings"), &orig))
             return kiln_fail(k->err, "config.json", "rope_scaling.original_max_position_embeddings", -1,
                              "missing (needed for yarn scaling)");
         if (cv_kv_arch_u32(k, "rope.scaling.original_context_length", (uint32_t)orig) < 0 ||
             opt_f32(p, "extrapolation_factor", "rope.scaling.yarn_ext_factor", k) < 0)
             return -1;
-        const char *attn = json_object_get(p, "attention_factor") ? "attention_factor" : "attn_factor";
+        const char *attn = cv_json_get(p, "attention_factor") ? "attention_factor" : "attn_factor";
         if (opt_f32(p, attn, "rope.scaling.yarn_attn_factor", k) < 0 ||
             opt_f32(p, "beta_fast", "rope.scaling.yarn_beta_fast", k) < 0)
             return -1;
@@ -76,11 +76,11 @@ static int scaling_keys(json_t *p, cv_kv *k) {
 int cv_rope_keys(json_t *config, cv_kv *k) {
     json_t *rp = cv_rope_params(config);
     if (!rp) return kiln_fail(k->err, "config.json", NULL, -1, "out of memory");
-    json_t *p = json_object_get(rp, "full_attention");
+    json_t *p = cv_json_get(rp, "full_attention");
     if (!json_is_object(p)) p = rp;
     int rc = scaling_keys(p, k);
     if (rc == 0) rc = opt_f32(p, "rope_theta", "rope.freq_base", k);
-    json_t *sw = json_object_get(rp, "sliding_attention");
+    json_t *sw = cv_json_get(rp, "sliding_attention");
     if (rc == 0 && json_is_object(sw)) rc = opt_f32(sw, "rope_theta", "rope.freq_base_swa", k);
     json_decref(rp);
     return rc;
@@ -88,7 +88,7 @@ int cv_rope_keys(json_t *config, cv_kv *k) {
 
 static double num_or(json_t *obj, const char *key, double dflt) {
     double v;
-    return cv_json_num(json_object_get(obj, key), &v) ? v : dflt;
+    return cv_json_num(cv_json_get(obj, key), &v) ? v : dflt;
 }
 
 /* The llama3 factors, each operation rounded to float32 as torch does it
@@ -103,9 +103,9 @@ int cv_rope_freqs(json_t *config, const cv_hp *hp, float **out, int64_t *n, kiln
     *n = 0;
     json_t *rp = cv_rope_params(config);
     if (!rp) return kiln_fail(err, "config.json", NULL, -1, "out of memory");
-    json_t *p = json_object_get(rp, "full_attention");
+    json_t *p = cv_json_get(rp, "full_attention");
     if (!json_is_object(p)) p = rp;
-    const char *type = cv_json_str(json_object_get(p, "rope_type"));
+    const char *type = cv_json_str(cv_json_get(p, "rope_type"));
     if (!type || strcasecmp(type, "llama3")) {
         json_decref(rp);
         return 0;

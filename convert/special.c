@@ -71,11 +71,11 @@ static bool has_type(const sv *s, const char *typ) {
 static bool eq(json_t *v, const char *str) { return str && json_is_string(v) && !strcmp(json_string_value(v), str); }
 
 static const char *special_id(json_t *item) {
-    return cv_json_str(json_object_get(json_object_get(item, "SpecialToken"), "id"));
+    return cv_json_str(cv_json_get(cv_json_get(item, "SpecialToken"), "id"));
 }
 
 static const char *sequence_id(json_t *item) {
-    return cv_json_str(json_object_get(json_object_get(item, "Sequence"), "id"));
+    return cv_json_str(cv_json_get(cv_json_get(item, "Sequence"), "id"));
 }
 
 static void tc_set(sv *s, const char *key, json_t *v) {
@@ -84,7 +84,7 @@ static void tc_set(sv *s, const char *key, json_t *v) {
 
 /* The TemplateProcessing rules of _try_load_from_tokenizer_json. */
 static void template_processing(sv *s, json_t *proc, json_t **bos, json_t **eos, json_t **cls, json_t **sep) {
-    json_t *single = json_object_get(proc, "single"), *pair = json_object_get(proc, "pair");
+    json_t *single = cv_json_get(proc, "single"), *pair = cv_json_get(proc, "pair");
     size_t ns = json_array_size(single), np = json_array_size(pair);
     bool have_tc = s->tc && cv_json_truthy(s->tc);
     const char *first = NULL, *last = NULL;
@@ -136,8 +136,8 @@ static void template_processing(sv *s, json_t *proc, json_t **bos, json_t **eos,
 /* post_processor: what the tokenizer adds around a sequence. */
 static void post_processor(sv *s, json_t *tok) {
     json_t *tc = s->tc;
-    json_t *bos = tc ? json_object_get(tc, "bos_token") : NULL, *cls = tc ? json_object_get(tc, "cls_token") : NULL;
-    json_t *eos = tc ? json_object_get(tc, "eos_token") : NULL, *sep = tc ? json_object_get(tc, "sep_token") : NULL;
+    json_t *bos = tc ? cv_json_get(tc, "bos_token") : NULL, *cls = tc ? cv_json_get(tc, "cls_token") : NULL;
+    json_t *eos = tc ? cv_json_get(tc, "eos_token") : NULL, *sep = tc ? cv_json_get(tc, "sep_token") : NULL;
     json_incref(bos), json_incref(cls), json_incref(eos), json_incref(sep);
     bool have_tc = tc && cv_json_truthy(tc);
     if (!cv_json_truthy(bos) && cv_json_truthy(cls) && have_tc) {
@@ -148,21 +148,21 @@ static void post_processor(sv *s, json_t *tok) {
         json_object_set(tc, "eos_token", sep);
         json_decref(eos), eos = json_incref(sep);
     }
-    json_t *pp = json_object_get(tok, "post_processor");
+    json_t *pp = cv_json_get(tok, "post_processor");
     if (cv_json_truthy(pp)) {
-        json_t *procs = json_object_get(pp, "processors");
+        json_t *procs = cv_json_get(pp, "processors");
         size_t n = json_is_array(procs) ? json_array_size(procs) : 1;
         for (size_t i = 0; i < n; i++) {
             json_t *proc = json_is_array(procs) ? json_array_get(procs, i) : pp;
-            const char *type = cv_json_str(json_object_get(proc, "type"));
+            const char *type = cv_json_str(cv_json_get(proc, "type"));
             if (type && !strcmp(type, "RobertaProcessing")) {
                 set_add(s, "bos", true), set_add(s, "eos", true), set_add(s, "sep", true);
                 if (!cv_json_truthy(cls) && have_tc) {
-                    json_t *c = json_array_get(json_object_get(proc, "cls"), 0);
+                    json_t *c = json_array_get(cv_json_get(proc, "cls"), 0);
                     json_object_set(tc, "cls_token", c ? c : (bos ? bos : json_null()));
                 }
                 if (!cv_json_truthy(sep) && have_tc) {
-                    json_t *c = json_array_get(json_object_get(proc, "sep"), 0);
+                    json_t *c = json_array_get(cv_json_get(proc, "sep"), 0);
                     json_object_set(tc, "sep_token", c ? c : (eos ? eos : json_null()));
                 }
             } else if (type && !strcmp(type, "TemplateProcessing")) {
@@ -182,17 +182,17 @@ static int config_tokens(sv *s, json_t *added) {
         const char *typ = s->types[i];
         char key[32];
         snprintf(key, sizeof key, "add_%s_token", typ);
-        json_t *flag = json_object_get(s->tc, key);
+        json_t *flag = cv_json_get(s->tc, key);
         if (json_is_boolean(flag)) set_add(s, typ, json_is_true(flag));
         snprintf(key, sizeof key, "%s_token", typ);
-        json_t *entry = json_object_get(s->tc, key);
-        const char *content = json_is_object(entry) ? cv_json_str(json_object_get(entry, "content")) : cv_json_str(entry);
+        json_t *entry = cv_json_get(s->tc, key);
+        const char *content = json_is_object(entry) ? cv_json_str(cv_json_get(entry, "content")) : cv_json_str(entry);
         if (!content) continue;
         size_t j;
         json_t *atok;
         json_array_foreach(added, j, atok) {
-            if (eq(json_object_get(atok, "content"), content)) {
-                if (set_id(s, typ, json_object_get(atok, "id")) < 0) return -1;
+            if (eq(cv_json_get(atok, "content"), content)) {
+                if (set_id(s, typ, cv_json_get(atok, "id")) < 0) return -1;
                 break;
             }
         }
@@ -203,7 +203,7 @@ static int config_tokens(sv *s, json_t *added) {
 /* merges: tokenizer.json's model.merges (strings, or pairs whose spaces
  * become U+0120), else merges.txt. */
 static int load_merges(cv_source *src, json_t *tok, cv_tokens *m, kiln_err *err) {
-    json_t *merges = tok ? json_object_get(json_object_get(tok, "model"), "merges") : NULL;
+    json_t *merges = tok ? cv_json_get(cv_json_get(tok, "model"), "merges") : NULL;
     size_t n = json_array_size(merges);
     if (n) {
         json_t *first = json_array_get(merges, 0);
@@ -268,7 +268,10 @@ static int load_merges(cv_source *src, json_t *tok, cv_tokens *m, kiln_err *err)
 }
 
 static int write_chat_template(json_t *tmpl, cv_kv *k) {
-    if (json_is_string(tmpl)) return cv_kv_str(k, "tokenizer.chat_template", json_string_value(tmpl));
+    if (json_is_string(tmpl)) {
+        k->chat_template = true;
+        return cv_kv_str(k, "tokenizer.chat_template", json_string_value(tmpl));
+    }
     if (!json_is_array(tmpl)) return 0;
     const char *dflt = NULL;
     const char **names = calloc(json_array_size(tmpl) + 1, sizeof *names);
@@ -277,7 +280,7 @@ static int write_chat_template(json_t *tmpl, cv_kv *k) {
     json_t *c;
     int rc = names && clean ? 0 : kiln_fail(k->err, "tokenizer_config.json", NULL, -1, "out of memory");
     json_array_foreach(tmpl, i, c) {
-        const char *name = cv_json_str(json_object_get(c, "name")), *t = cv_json_str(json_object_get(c, "template"));
+        const char *name = cv_json_str(cv_json_get(c, "name")), *t = cv_json_str(cv_json_get(c, "template"));
         if (rc || !name || !*name || !t) continue;
         size_t l = 0;
         for (; name[l] && l < 63; l++) clean[n][l] = isalnum((unsigned char)name[l]) ? name[l] : '_';
@@ -292,7 +295,10 @@ static int write_chat_template(json_t *tmpl, cv_kv *k) {
         n++;
     }
     if (rc == 0 && n) rc = cv_kv_str_arr(k, "tokenizer.chat_templates", names, NULL, n);
-    if (rc == 0 && dflt) rc = cv_kv_str(k, "tokenizer.chat_template", dflt);
+    if (rc == 0 && dflt) {
+        k->chat_template = true;
+        rc = cv_kv_str(k, "tokenizer.chat_template", dflt);
+    }
     free(names);
     free(clean);
     return rc;
@@ -301,7 +307,7 @@ static int write_chat_template(json_t *tmpl, cv_kv *k) {
 /* chat_template from tokenizer_config.json, else the .jinja/.json file. */
 static int chat_template(cv_source *src, sv *s, json_t **out) {
     *out = NULL;
-    json_t *v = json_object_get(s->tc, "chat_template");
+    json_t *v = cv_json_get(s->tc, "chat_template");
     if (v) {
         *out = json_incref(v);
         return 0;
@@ -320,7 +326,7 @@ static int chat_template(cv_source *src, sv *s, json_t **out) {
     json_t *j = cv_json_parse(text, len, "chat_template.json", s->err);
     free(text);
     if (!j) return -1;
-    *out = json_incref(json_object_get(j, "chat_template"));
+    *out = json_incref(cv_json_get(j, "chat_template"));
     json_decref(j);
     return 0;
 }
@@ -359,12 +365,12 @@ int cv_special_write(cv_source *src, const cv_tok_files *f, bool want_merges, in
     sv s = {.n_vocab = n_vocab, .err = k->err};
     static const char *const base[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
     for (size_t i = 0; i < 7; i++) add_type(&s, base[i]);
-    s.tc = f->tokenizer_config ? json_deep_copy(f->tokenizer_config) : NULL;
+    s.tc = f->tokenizer_config ? cv_json_copy(f->tokenizer_config) : NULL;
     cv_tokens merges = {0};
     json_t *tmpl = NULL;
     int rc = 0;
     if (want_merges && f->tokenizer) rc = load_merges(src, f->tokenizer, &merges, k->err);
-    json_t *added = f->tokenizer ? json_object_get(f->tokenizer, "added_tokens") : NULL;
+    json_t *added = f->tokenizer ? cv_json_get(f->tokenizer, "added_tokens") : NULL;
     if (rc == 0 && cv_json_truthy(f->tokenizer)) post_processor(&s, f->tokenizer);
     if (rc == 0 && cv_json_truthy(s.tc)) {
         rc = chat_template(src, &s, &tmpl);
@@ -373,8 +379,8 @@ int cv_special_write(cv_source *src, const cv_tok_files *f, bool want_merges, in
     for (int i = 0; rc == 0 && f->config && i < s.n_types; i++) {
         char key[32];
         snprintf(key, sizeof key, "%s_token_id", s.types[i]);
-        json_t *v = json_object_get(f->config, key);
-        if (!v) v = json_object_get(json_object_get(f->config, "text_config"), key);
+        json_t *v = cv_json_get(f->config, key);
+        if (!v) v = cv_json_get(cv_json_get(f->config, "text_config"), key);
         rc = set_id(&s, s.types[i], v);
     }
     if (rc == 0 && want_merges && !merges.n) rc = load_merges(src, NULL, &merges, k->err);

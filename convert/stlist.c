@@ -81,7 +81,7 @@ static int check_index(cv_source *s, json_t *wmap, cv_stlist *l, kiln_err *err) 
                              key, cv_json_str(v), where);
     }
     for (uint64_t i = 0; i < l->n; i++)
-        if (!json_object_get(wmap, l->t[i].name))
+        if (!cv_json_get(wmap, l->t[i].name))
             return kiln_fail(err, s->files[l->t[i].file].name, l->t[i].name, -1,
                              "tensor is missing from " INDEX_NAME);
     return 0;
@@ -98,7 +98,7 @@ int cv_stlist_load(cv_source *s, cv_stlist *l, kiln_err *err) {
         index = cv_json_parse(text, len, INDEX_NAME, err);
         free(text);
         if (!index) return -1;
-        wmap = json_object_get(index, "weight_map");
+        wmap = cv_json_get(index, "weight_map");
         if (!json_is_object(wmap)) {
             json_decref(index);
             return kiln_fail(err, INDEX_NAME, "weight_map", -1, "missing or not an object");

@@ -43,7 +43,7 @@ void cv_tok_files_free(cv_tok_files *f) {
 int cv_vocab_write(const cv_arch *a, cv_source *src, const cv_tok_files *f, json_t *hparams,
                    const char *pre_override, cv_kv *k) {
     if ((a->flags & CV_A_ADD_PREFIX_SPACE) && f->tokenizer_config) {
-        json_t *aps = json_object_get(f->tokenizer_config, "add_prefix_space");
+        json_t *aps = cv_json_get(f->tokenizer_config, "add_prefix_space");
         if (json_is_boolean(aps) && cv_kv_bool(k, "tokenizer.ggml.add_space_prefix", json_is_true(aps)) < 0) return -1;
     }
     int r = 0;

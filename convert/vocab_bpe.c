@@ -43,8 +43,8 @@ static int reverse_vocab(json_t *vocab, json_t *added, const char ***rev, int64_
     }
     json_array_foreach(added, i, v) {
         int64_t id;
-        if (!cv_json_int(json_object_get(v, "id"), &id) || id < 0 || id >= CV_MAX_TOKENS ||
-            !cv_json_str(json_object_get(v, "content")))
+        if (!cv_json_int(cv_json_get(v, "id"), &id) || id < 0 || id >= CV_MAX_TOKENS ||
+            !cv_json_str(cv_json_get(v, "content")))
             return kiln_fail(err, "tokenizer.json", "added_tokens", -1, "entry %zu needs an id and a content", i);
         if (id > hi) hi = id;
     }
@@ -53,9 +53,9 @@ static int reverse_vocab(json_t *vocab, json_t *added, const char ***rev, int64_
     uint64_t count = json_object_size(vocab);
     json_object_foreach(vocab, key, v) r[json_integer_value(v)] = key;
     json_array_foreach(added, i, v) {
-        const char *c = json_string_value(json_object_get(v, "content"));
-        if (!json_object_get(vocab, c)) count++;
-        r[json_integer_value(json_object_get(v, "id"))] = c;
+        const char *c = json_string_value(cv_json_get(v, "content"));
+        if (!cv_json_get(vocab, c)) count++;
+        r[json_integer_value(cv_json_get(v, "id"))] = c;
     }
     *rev = r;
     *max_id = hi;
@@ -64,17 +64,17 @@ static int reverse_vocab(json_t *vocab, json_t *added, const char ***rev, int64_
 }
 
 int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k) {
-    json_t *tok = f->tokenizer, *model = tok ? json_object_get(tok, "model") : NULL;
-    json_t *vocab = json_object_get(model, "vocab");
+    json_t *tok = f->tokenizer, *model = tok ? cv_json_get(tok, "model") : NULL;
+    json_t *vocab = cv_json_get(model, "vocab");
     if (!json_is_object(vocab)) return 0;
-    json_t *added = json_object_get(tok, "added_tokens");
+    json_t *added = cv_json_get(tok, "added_tokens");
     if (added && !json_is_array(added)) return kiln_fail(k->err, "tokenizer.json", "added_tokens", -1, "not a list");
     const char **rev = NULL;
     int64_t max_id = -1;
     uint64_t n_strings = 0;
     if (reverse_vocab(vocab, added, &rev, &max_id, &n_strings, k->err) < 0) return -1;
     int64_t vocab_size = (int64_t)n_strings;
-    json_t *vs = json_object_get(hparams, "vocab_size");
+    json_t *vs = cv_json_get(hparams, "vocab_size");
     int rc = 0;
     if (vs && !cv_json_int(vs, &vocab_size)) rc = kiln_fail(k->err, "config.json", "vocab_size", -1, "not an integer");
     if (rc == 0 && vocab_size > CV_MAX_TOKENS)
@@ -94,9 +94,9 @@ int cv_vocab_gpt2(cv_source *src, const cv_tok_files *f, json_t *hparams, const 
     size_t i;
     json_t *a;
     if (rc == 0) json_array_foreach(added, i, a) {
-            int64_t id = json_integer_value(json_object_get(a, "id"));
-            info[id] = (added_info){true, cv_json_truthy(json_object_get(a, "special")),
-                                    cv_json_truthy(json_object_get(a, "normalized"))};
+            int64_t id = json_integer_value(cv_json_get(a, "id"));
+            info[id] = (added_info){true, cv_json_truthy(cv_json_get(a, "special")),
+                                    cv_json_truthy(cv_json_get(a, "normalized"))};
         }
     cv_tokens t = {0};
     if (rc == 0) rc = cv_tokens_init(&t, (uint64_t)vocab_size, false, k->err);

@@ -15,7 +15,7 @@
 #include "vocab.h"
 
 static const char *entry_content(json_t *e) {
-    return json_is_object(e) ? cv_json_str(json_object_get(e, "content")) : cv_json_str(e);
+    return json_is_object(e) ? cv_json_str(cv_json_get(e, "content")) : cv_json_str(e);
 }
 
 /* The tokenizer's special token strings (all_special_tokens): the
@@ -31,15 +31,15 @@ static size_t special_strings(const cv_tok_files *f, const char **out, size_t ca
         const char *cands[64];
         size_t nc = 0;
         for (int i = 0; keys[i]; i++)
-            if (nc < 64) cands[nc++] = entry_content(json_object_get(srcs[s], keys[i]));
+            if (nc < 64) cands[nc++] = entry_content(cv_json_get(srcs[s], keys[i]));
         size_t j;
         json_t *e;
-        json_array_foreach(json_object_get(srcs[s], "additional_special_tokens"), j, e) if (nc < 64) cands[nc++] =
+        json_array_foreach(cv_json_get(srcs[s], "additional_special_tokens"), j, e) if (nc < 64) cands[nc++] =
             entry_content(e);
         /* Gemma 3's {"boi_token": "<start_of_image>", ...}: transformers
          * makes each a special-token attribute, so they are special too
          * (a list, as newer transformers write it, counts the same). */
-        json_t *extra = json_object_get(srcs[s], "extra_special_tokens");
+        json_t *extra = cv_json_get(srcs[s], "extra_special_tokens");
         const char *name;
         json_object_foreach(extra, name, e) if (nc < 64) cands[nc++] = entry_content(e);
         json_array_foreach(extra, j, e) if (nc < 64) cands[nc++] = entry_content(e);
@@ -58,33 +58,33 @@ static bool is_byte_piece(const char *s) {
 }
 
 static int cmp_added_id(const void *x, const void *y) {
-    json_int_t a = json_integer_value(json_object_get(*(json_t *const *)x, "id"));
-    json_int_t b = json_integer_value(json_object_get(*(json_t *const *)y, "id"));
+    json_int_t a = json_integer_value(cv_json_get(*(json_t *const *)x, "id"));
+    json_int_t b = json_integer_value(cv_json_get(*(json_t *const *)y, "id"));
     return a < b ? -1 : a > b;
 }
 
 static int64_t vocab_id(json_t *vocab, json_t *added, const char *s) {
     int64_t id = -1;
-    json_t *v = json_object_get(vocab, s);
+    json_t *v = cv_json_get(vocab, s);
     if (v) id = json_integer_value(v);
     size_t i;
     json_t *a;
     json_array_foreach(added, i, a) {
-        const char *c = cv_json_str(json_object_get(a, "content"));
-        if (c && !strcmp(c, s)) id = json_integer_value(json_object_get(a, "id"));
+        const char *c = cv_json_str(cv_json_get(a, "content"));
+        if (c && !strcmp(c, s)) id = json_integer_value(cv_json_get(a, "id"));
     }
     return id;
 }
 
 int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k) {
-    json_t *tok = f->tokenizer, *model = json_object_get(tok, "model");
-    const char *type = cv_json_str(json_object_get(model, "type"));
-    json_t *fb = json_object_get(model, "byte_fallback");
+    json_t *tok = f->tokenizer, *model = cv_json_get(tok, "model");
+    const char *type = cv_json_str(cv_json_get(model, "type"));
+    json_t *fb = cv_json_get(model, "byte_fallback");
     if (!type || strcmp(type, "BPE")) return 0;
-    if (cv_json_truthy(json_object_get(model, "ignore_merges")) && fb && !cv_json_truthy(fb)) return 0; /* Llama 3 */
-    const char *dec = cv_json_str(json_object_get(json_object_get(tok, "decoder"), "type"));
+    if (cv_json_truthy(cv_json_get(model, "ignore_merges")) && fb && !cv_json_truthy(fb)) return 0; /* Llama 3 */
+    const char *dec = cv_json_str(cv_json_get(cv_json_get(tok, "decoder"), "type"));
     if (!cv_json_truthy(fb) || !dec || strcmp(dec, "Sequence")) return 0;
-    json_t *vocab = json_object_get(model, "vocab"), *added = json_object_get(tok, "added_tokens");
+    json_t *vocab = cv_json_get(model, "vocab"), *added = cv_json_get(tok, "added_tokens");
     if (!json_is_object(vocab)) return kiln_fail(k->err, "tokenizer.json", "model.vocab", -1, "not an object");
     uint64_t base = json_object_size(vocab);
     const char *specials[128];
@@ -102,13 +102,13 @@ int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k) {
     size_t i;
     json_t *a;
     json_array_foreach(added, i, a) {
-        int64_t id = json_integer_value(json_object_get(a, "id"));
-        if (id >= 0 && (uint64_t)id < base) rev[id] = cv_json_str(json_object_get(a, "content"));
+        int64_t id = json_integer_value(cv_json_get(a, "id"));
+        if (id >= 0 && (uint64_t)id < base) rev[id] = cv_json_str(cv_json_get(a, "content"));
     }
     /* added tokens past the base vocab, in id order */
     size_t n_extra = 0;
     json_t **extra = calloc(json_array_size(added) + 1, sizeof *extra);
-    json_array_foreach(added, i, a) if (extra && (uint64_t)json_integer_value(json_object_get(a, "id")) >= base)
+    json_array_foreach(added, i, a) if (extra && (uint64_t)json_integer_value(cv_json_get(a, "id")) >= base)
         extra[n_extra++] = a;
     if (extra) qsort(extra, n_extra, sizeof *extra, cmp_added_id);
     cv_tokens t = {0};
@@ -126,10 +126,10 @@ int cv_vocab_llama_hf(cv_source *src, const cv_tok_files *f, cv_kv *k) {
         t.types[id] = is_byte_piece(rev[id]) ? CV_TOK_BYTE : special ? CV_TOK_CONTROL : CV_TOK_NORMAL;
     }
     for (size_t e = 0; rc == 0 && e < n_extra; e++) {
-        const char *c = cv_json_str(json_object_get(extra[e], "content"));
+        const char *c = cv_json_str(cv_json_get(extra[e], "content"));
         if (!c) {
             rc = kiln_fail(k->err, "tokenizer.json", "added_tokens", -1, "token %lld has no string content",
-                           (long long)json_integer_value(json_object_get(extra[e], "id")));
+                           (long long)json_integer_value(cv_json_get(extra[e], "id")));
             break;
         }
         bool special = false;

@@ -76,17 +76,17 @@ static int apply_phi3_added(cv_tokens *t, json_t *entries, bool keyed, const cha
             id = strtoll(json_object_iter_key(it), &end, 10);
             if (*end) id = -1;
             it = json_object_iter_next(entries, it);
-        } else if (!cv_json_int(json_object_get(v, "id"), &id)) {
+        } else if (!cv_json_int(cv_json_get(v, "id"), &id)) {
             id = -1;
         }
-        const char *content = cv_json_str(json_object_get(v, "content"));
+        const char *content = cv_json_str(cv_json_get(v, "content"));
         if (id < 0 || !content) return kiln_fail(err, fname, "added tokens", -1, "entry %zu has no id or content", i);
         if ((uint64_t)id >= t->n)
             return kiln_fail(err, fname, "added tokens", -1, "id %lld is past the vocabulary of %llu", (long long)id,
                              (unsigned long long)t->n);
         if (cv_tokens_set(t, (uint64_t)id, content, strlen(content), err) < 0) return -1;
         t->scores[id] = -1000.0f;
-        t->types[id] = cv_json_truthy(json_object_get(v, "special")) ? CV_TOK_CONTROL : CV_TOK_USER_DEFINED;
+        t->types[id] = cv_json_truthy(cv_json_get(v, "special")) ? CV_TOK_CONTROL : CV_TOK_USER_DEFINED;
     }
     return 0;
 }
@@ -97,11 +97,11 @@ static int apply_decoder(cv_tokens *t, json_t *dec, kiln_err *err) {
     json_object_foreach(dec, key, v) {
         char *end;
         long long id = strtoll(key, &end, 10);
-        const char *content = cv_json_str(json_object_get(v, "content"));
+        const char *content = cv_json_str(cv_json_get(v, "content"));
         if (*end || id < 0 || !content)
             return kiln_fail(err, "tokenizer_config.json", "added_tokens_decoder", -1, "bad entry '%s'", key);
         if ((uint64_t)id >= t->n) continue;
-        if (cv_json_truthy(json_object_get(v, "special")) || cv_token_looks_special(content, strlen(content))) {
+        if (cv_json_truthy(cv_json_get(v, "special")) || cv_token_looks_special(content, strlen(content))) {
             t->types[id] = CV_TOK_CONTROL;
             if (cv_tokens_set(t, (uint64_t)id, content, strlen(content), err) < 0) return -1;
         } else {
@@ -145,8 +145,8 @@ static int spm_vocab(cv_source *src, const cv_tok_files *f, json_t *hparams, boo
         t.types[i] = token_type(spm.pieces[i].type);
     }
     if (rc == 0 && json_is_object(f->added_tokens)) rc = apply_added_tokens(&t, f->added_tokens, k->err);
-    json_t *dec = f->tokenizer_config ? json_object_get(f->tokenizer_config, "added_tokens_decoder") : NULL;
-    json_t *added = f->tokenizer ? json_object_get(f->tokenizer, "added_tokens") : NULL;
+    json_t *dec = f->tokenizer_config ? cv_json_get(f->tokenizer_config, "added_tokens_decoder") : NULL;
+    json_t *added = f->tokenizer ? cv_json_get(f->tokenizer, "added_tokens") : NULL;
     if (rc == 0 && phi3 && json_is_object(dec))
         rc = apply_phi3_added(&t, dec, true, "tokenizer_config.json", k->err);
     if (rc == 0 && phi3 && json_is_array(added)) rc = apply_phi3_added(&t, added, false, "tokenizer.json", k->err);
@@ -166,7 +166,7 @@ int cv_vocab_spm(cv_source *src, const cv_tok_files *f, json_t *hparams, cv_kv *
 }
 
 int cv_vocab_phi3(cv_source *src, const cv_tok_files *f, json_t *hparams, const char *pre_override, cv_kv *k) {
-    json_t *cls = f->tokenizer_config ? json_object_get(f->tokenizer_config, "tokenizer_class") : NULL;
+    json_t *cls = f->tokenizer_config ? cv_json_get(f->tokenizer_config, "tokenizer_class") : NULL;
     const char *name = cv_json_str(cls);
     if (name && !strcmp(name, "GPT2Tokenizer")) return cv_vocab_gpt2(src, f, hparams, pre_override, k);
     return spm_vocab(src, f, hparams, true, k);

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ static const struct {
     [KILN_ST_BF16] = {"BF16", 2}, [KILN_ST_I64] = {"I64", 8}, [KILN_ST_I32] = {"I32", 4},
     [KILN_ST_I16] = {"I16", 2}, [KILN_ST_I8] = {"I8", 1}, [KILN_ST_U8] = {"U8", 1},
     [KILN_ST_BOOL] = {"BOOL", 1}, [KILN_ST_F8_E4M3] = {"F8_E4M3", 1}, [KILN_ST_F8_E5M2] = {"F8_E5M2", 1},
+    [KILN_ST_F8_E8M0] = {"F8_E8M0", 1},
 };
 
 uint32_t kiln_st_dtype_size(kiln_st_dtype d) { return d < KILN_ST_DTYPE_COUNT ? DTYPES[d].size : 0; }
@@ -413,6 +415,10 @@ int kiln_st_to_f32(kiln_st_dtype d, const void *src, float *dst, int64_t n) {
         return 0;
     case KILN_ST_F8_E5M2:
         for (int64_t i = 0; i < n; i++) dst[i] = f8_e5m2_to_f32(s[i]);
+        return 0;
+    case KILN_ST_F8_E8M0:
+        /* as llama.cpp's converter decodes it, exp2(b - 127): 255 is +inf there */
+        for (int64_t i = 0; i < n; i++) dst[i] = s[i] == 255 ? INFINITY : ldexpf(1.0f, (int)s[i] - 127);
         return 0;
     default: return -1;
     }

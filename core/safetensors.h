@@ -19,6 +19,7 @@ typedef enum kiln_st_dtype {
     KILN_ST_F64, KILN_ST_F32, KILN_ST_F16, KILN_ST_BF16,
     KILN_ST_I64, KILN_ST_I32, KILN_ST_I16, KILN_ST_I8,
     KILN_ST_U8, KILN_ST_BOOL, KILN_ST_F8_E4M3, KILN_ST_F8_E5M2,
+    KILN_ST_F8_E8M0, /* a power of two 2^(b - 127): MX block scales (DeepSeek-V4) */
     KILN_ST_DTYPE_COUNT
 } kiln_st_dtype;
 
@@ -69,7 +70,7 @@ uint32_t kiln_st_dtype_size(kiln_st_dtype d);
 const char *kiln_st_dtype_name(kiln_st_dtype d);
 
 /* Converts `n` elements of a float dtype (F64, F32, F16, BF16, F8_E4M3,
- * F8_E5M2) to f32. Returns -1 for non-float dtypes. */
+ * F8_E5M2, F8_E8M0) to f32. Returns -1 for non-float dtypes. */
 int kiln_st_to_f32(kiln_st_dtype d, const void *src, float *dst, int64_t n);
 
 #endif

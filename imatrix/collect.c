@@ -57,6 +57,13 @@ static int reshape(kiln_imx_acc *a, int64_t n, int64_t n_mat, kiln_err *err) {
     return 0;
 }
 
+/* True when all n_mat counts are equal. */
+static bool counts_agree(const int64_t *counts, int64_t n_mat) {
+    for (int64_t m = 1; m < n_mat; m++)
+        if (counts[m] != counts[0]) return false;
+    return true;
+}
+
 kiln_imx_acc *kiln_imx_collector_get(kiln_imx_collector *c, const char *name, int64_t n, int64_t n_mat,
                                      kiln_err *err) {
     uint64_t at = lower_bound(c, name);
@@ -64,6 +71,15 @@ kiln_imx_acc *kiln_imx_collector_get(kiln_imx_collector *c, const char *name, in
         kiln_imx_acc *a = &c->acc[at];
         if (a->n == n && a->n_mat == n_mat) return a;
         if (a->n_mat == 1 && n_mat > 1 && a->n == n * n_mat) return reshape(a, n, n_mat, err) < 0 ? NULL : a;
+        /* a dense 3-D weight (deepseek2's per-head attn_k_b) kept per
+         * matrix, as kiln did before it took llama-imatrix's one matrix of
+         * n_mat x n columns: joins it when the counts agree, as
+         * llama-imatrix merges such files (one count per dense tensor) */
+        if (n_mat == 1 && a->n_mat > 1 && a->n * a->n_mat == n && counts_agree(a->counts, a->n_mat)) {
+            a->n = n;
+            a->n_mat = 1;
+            return a;
+        }
         kiln_fail(err, NULL, name, -1, "statistics of %lld x %lld values do not fit %lld columns x %lld matrices",
                   (long long)a->n, (long long)a->n_mat, (long long)n, (long long)n_mat);
         return NULL;
@@ -180,10 +196,18 @@ int kiln_imx_collector_add_imatrix(kiln_imx_collector *c, const kiln_imatrix *im
         const kiln_imatrix_entry *e = &im->entries[i];
         kiln_imx_acc *a = kiln_imx_collector_find(c, e->name);
         int64_t n = e->n, n_mat = e->n_mat;
-        /* An old single-matrix entry joins the expert layout already here. */
+        /* An old single-matrix entry joins the expert layout already here;
+         * a per-matrix entry of a dense 3-D weight joins its one matrix
+         * (kiln_imx_collector_get) when its counts agree. */
         if (a && a->n_mat > 1 && n_mat == 1 && n == a->n * a->n_mat) {
             n = a->n;
             n_mat = a->n_mat;
+        }
+        bool agree = true;
+        for (int64_t m = 1; m < e->n_mat; m++) agree = agree && e->counts[m] == e->counts[0];
+        if (a && a->n_mat == 1 && n_mat > 1 && n * n_mat == a->n && agree) {
+            n = a->n;
+            n_mat = 1;
         }
         if (!(a = kiln_imx_collector_get(c, e->name, n, n_mat, err))) return -1;
         size_t nv = (size_t)(n * n_mat);

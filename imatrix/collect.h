@@ -59,8 +59,10 @@ void kiln_imx_hook(void *user, const char *tensor_name, int expert, const float 
 
 /* The accumulator of `name`, created (zeroed) when absent. An entry read
  * from a legacy .dat file (one matrix of n * n_mat values) is reshaped to
- * n_mat matrices with its count broadcast, as llama-imatrix does. NULL
- * with a message when the shape disagrees with what is there. */
+ * n_mat matrices with its count broadcast, as llama-imatrix does; one
+ * kept per matrix for a dense 3-D weight joins the single matrix of n_mat
+ * x n columns asked for when its counts agree. NULL with a message when
+ * the shape disagrees with what is there. */
 kiln_imx_acc *kiln_imx_collector_get(kiln_imx_collector *c, const char *name, int64_t n, int64_t n_mat,
                                      kiln_err *err);
 

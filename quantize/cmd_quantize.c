@@ -11,6 +11,7 @@
 #include "cmd_analyze.h"
 #include "budget.h"
 #include "quantize_model.h"
+#include "recipe.h"
 #include "sensitivity_scan.h"
 
 #include <getopt.h>
@@ -43,6 +44,11 @@ static const char *USAGE =
     "                              Q2_K_S need one: see --list-types)\n"
     "  --tensor-type REGEX=TYPE    tensors whose name matches REGEX get TYPE\n"
     "                              (repeatable; the first matching one wins)\n"
+    "  --recipe FILE               per-tensor-class types from a recipe file, one rule\n"
+    "                              a line: CLASS|/REGEX/ [layers=37-42] TYPE, # comments;\n"
+    "                              each rule is a --tensor-type rule, after the\n"
+    "                              command line's (README: Recipes)\n"
+    "  --list-classes              the tensor classes a recipe can name (Markdown)\n"
     "  --output-tensor-type TYPE   type of output.weight\n"
     "  --token-embedding-type TYPE type of token_embd.weight\n"
     "  --pure                      no mix: every quantizable weight gets the base type\n"
@@ -78,7 +84,7 @@ static const char *USAGE =
     "  -h, --help                  this help\n";
 
 enum { O_IMATRIX = 256, O_TT, O_OUT_T, O_EMB_T, O_PURE, O_REQ, O_NOFB, O_KEEP, O_SPLIT, O_DRY, O_JSON, O_LIST,
-       O_BPW, O_SIZE, O_SENS, O_PER_EXPERT, O_FORCE };
+       O_BPW, O_SIZE, O_SENS, O_PER_EXPERT, O_FORCE, O_RECIPE, O_LIST_CLASSES };
 
 static const char *reason(const kiln_quant_tensor *q, const kiln_quant_opts *o, char *buf, size_t cap) {
     const kiln_tensor_plan *p = &q->plan;
@@ -376,6 +382,17 @@ static void list_types_json(void) {
     kiln_jw_finish(&w);
 }
 
+/* The recipe classes (quantize/recipe.c's table), as the README shows them. */
+static void list_classes(void) {
+    printf("| class | GGUF tensors (regex) | what |\n|---|---|---|\n");
+    for (const kiln_recipe_class *k = kiln_recipe_classes; k->name; k++) {
+        printf("| `%s` | `", k->name);
+        for (const char *r = k->regex; *r; r++) /* a bare | would end the table cell */
+            fputs(*r == '|' ? "\\|" : (char[2]){*r, 0}, stdout);
+        printf("` | %s |\n", k->what);
+    }
+}
+
 static int parse_type_opt(const char *opt, const char *s, int *out) {
     int t = kiln_type_from_name(s);
     if (t < 0 || t == KILN_Q8_K || !kiln_can_quantize((uint32_t)t))
@@ -388,6 +405,7 @@ typedef struct cli {
     kiln_quant_opts o;
     bool json, quiet, list_types;
     const char *imatrix_file;
+    const char *recipe;       /* --recipe: its rules follow the --tensor-type ones */
     uint64_t threads;
     bool budget;              /* --target-bpw or --target-size (then -f is the text) */
     const char *sens_file;    /* --sensitivity */
@@ -417,8 +435,9 @@ static int check_budget_opts(cli *c) {
     if (c->sens_file && c->text)
         return kiln_cli_usage_error(cmd, "give --sensitivity FILE or -f TEXT, not both");
     if (c->o.n_overrides || c->o.output_type >= 0 || c->o.token_embd_type >= 0 || c->o.pure)
-        return kiln_cli_usage_error(cmd, "a size budget chooses every type: --tensor-type, --output-tensor-type, "
-                                         "--token-embedding-type and --pure do not combine with it");
+        return kiln_cli_usage_error(cmd, "a size budget chooses every type: --tensor-type, --recipe, "
+                                         "--output-tensor-type, --token-embedding-type and --pure do not combine "
+                                         "with it");
     if (c->o.keep_split || c->o.split_max_size)
         return kiln_cli_usage_error(cmd, "a size budget is for one file: --keep-split and --split-max-size do not "
                                          "combine with it");
@@ -443,6 +462,8 @@ static int parse(int argc, char **argv, cli *c) {
         {"dry-run", no_argument, 0, O_DRY},
         {"json", no_argument, 0, O_JSON},
         {"list-types", no_argument, 0, O_LIST},
+        {"recipe", required_argument, 0, O_RECIPE},
+        {"list-classes", no_argument, 0, O_LIST_CLASSES},
         {"target-bpw", required_argument, 0, O_BPW},
         {"target-size", required_argument, 0, O_SIZE},
         {"sensitivity", required_argument, 0, O_SENS},
@@ -486,6 +507,8 @@ static int parse(int argc, char **argv, cli *c) {
         case O_DRY: c->o.dry_run = true; break;
         case O_JSON: c->json = true; break;
         case O_LIST: c->list_types = true; break;
+        case O_RECIPE: c->recipe = optarg; break;
+        case O_LIST_CLASSES: list_classes(); return KILN_EXIT_OK;
         case O_BPW: {
             char *end;
             c->o.target_bpw = strtod(optarg, &end);
@@ -518,6 +541,8 @@ static int parse(int argc, char **argv, cli *c) {
     }
     if (c->o.keep_split && c->o.split_max_size)
         return kiln_cli_usage_error("quantize", "--keep-split and --split-max-size cannot be combined");
+    if (c->recipe && kiln_recipe_load(c->recipe, &c->o.overrides, &c->o.n_overrides, &err) < 0)
+        return kiln_cli_fail(&err);
     int budget_rc = check_budget_opts(c);
     if (budget_rc >= 0) return budget_rc;
     if (c->list_types) {

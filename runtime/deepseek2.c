@@ -22,17 +22,22 @@
  * llama.cpp never repacks: k_b's input is a permuted (non-contiguous) view,
  * so F32 weights take ggml_vec_dot_f32 for every (row, token) (its
  * leftovers past 64 summed unfused, kiln_vec_dot_f32); v_b's input is
- * contiguous, so F32 takes the dense order (tinyBLAS for 2+ tokens). */
+ * contiguous, so F32 takes the dense order (tinyBLAS for 2+ tokens).
+ * Quantized ones convert either input to Q8_0 / Q8_K rows first, so both
+ * take kiln_matmul_head (tinyBLAS for 2+ tokens of the types it takes).
+ * The imatrix hook sees each of them as llama-imatrix does: one product
+ * whose input row holds every head's side by side (hook_heads). */
 #include "forward_impl.h"
 
 #include "../core/types.h"
 #include "vecdot.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The MLA intermediates, each n_batch rows wide as named, carved from c->mla. */
 typedef struct mla_bufs {
-    float *qa, *qraw, *kv, *gin, *gout, *heads;
+    float *qa, *qraw, *kv, *gin, *gout, *heads, *hooked;
 } mla_bufs;
 
 static int64_t max64(int64_t a, int64_t b) {
@@ -42,7 +47,7 @@ static int64_t max64(int64_t a, int64_t b) {
 int64_t kiln_deepseek2_scratch(const kiln_hparams *hp) {
     const int64_t nope = hp->head_k_mla - hp->n_rot, rank = hp->n_lora_kv;
     return hp->n_lora_q + hp->n_head * hp->head_k_mla + rank + hp->n_rot + max64(nope, rank) +
-           max64(rank, hp->head_v_mla) + hp->n_head * hp->head_v_mla;
+           max64(rank, hp->head_v_mla) + hp->n_head * hp->head_v_mla + hp->n_head * max64(nope, rank);
 }
 
 static mla_bufs carve(const kiln_ctx *c) {
@@ -55,7 +60,25 @@ static mla_bufs carve(const kiln_ctx *c) {
     m.gin = m.kv + b * (rank + hp->n_rot);
     m.gout = m.gin + b * max64(nope, rank);
     m.heads = m.gout + b * max64(rank, hp->head_v_mla);
+    m.hooked = m.heads + b * hp->n_head * hp->head_v_mla;
     return m;
+}
+
+/* The imatrix hook for the per-head weight w: llama-imatrix collects
+ * ggml's mul_mat of a 3-D weight [n_in, n_out, n_head] as one matrix of
+ * n_head x n_in columns with one count, so it gets one call whose token t
+ * row is every head's input side by side - head h's n_in values at
+ * src + (t * n_head + h) * stride - gathered into `buf`. */
+static void hook_heads(kiln_ctx *c, const kiln_tensor *w, const float *src, int64_t stride, int64_t n,
+                       float *buf) {
+    if (!c->p.hook) return;
+    const int64_t nh = c->m->hp.n_head, n_in = w->ne[0];
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < nh; h++)
+            memcpy(buf + (t * nh + h) * n_in, src + (t * nh + h) * stride, (size_t)n_in * sizeof(float));
+    char name[160];
+    snprintf(name, sizeof name, "%.*s", (int)w->name.len, w->name.ptr);
+    c->p.hook(c->p.hook_user, name, -1, buf, n, nh * n_in);
 }
 
 /* ggml_vec_dot_f32 for every (row, token) of n_out rows of n_in F32
@@ -68,10 +91,9 @@ static void vec_dot_rows(const float *w, int64_t n_in, int64_t n_out, const floa
 /* y = head h's matrix of the 3-D weight w times n rows of x. vec_only:
  * F32 weights by ggml_vec_dot_f32 for every (row, token), else the dense
  * order (tinyBLAS for 2+ tokens). Other types and KILN_NUM_EXACT:
- * kiln_matmul. */
+ * kiln_matmul_head. The imatrix hook is hook_heads'. */
 static int head_matmul(kiln_ctx *c, const kiln_tensor *w, int h, const float *x, int64_t n, float *y,
                        bool vec_only, kiln_err *err) {
-    if (kiln_fwd_matmul(c, w, h, x, n, NULL, err) < 0) return -1; /* the hook alone */
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
     const uint8_t *slab = w->data + (uint64_t)h * kiln_type_row_bytes(w->type, (uint64_t)n_in) * (uint64_t)n_out;
     const bool f32 = c->p.mode == KILN_NUM_GGML && w->type == KILN_F32;
@@ -81,7 +103,7 @@ static int head_matmul(kiln_ctx *c, const kiln_tensor *w, int h, const float *x,
         return 0;
     }
     const int r = f32 ? kiln_fgemm_ggml(KILN_F32, slab, n_in, n_out, x, n, y, false)
-                      : kiln_matmul(w->type, slab, n_in, n_out, x, n, y, c->p.mode);
+                      : kiln_matmul_head(w->type, slab, n_in, n_out, x, n, y, c->p.mode);
     if (r < 0)
         return kiln_fail(err, NULL, NULL, -1, "%.*s: matrix product failed (type %s unsupported, or out of memory)",
                          (int)w->name.len, w->name.ptr, kiln_type_name(w->type));
@@ -122,6 +144,7 @@ static int mla_attention(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
         memcpy(v, k, (size_t)w_kv * sizeof(float));
     }
     /* queries: k_b absorbs q_nope head by head, q_pe follows */
+    hook_heads(c, L->wk_b, m.qraw, hk, n, m.hooked);
     for (int64_t h = 0; h < nh; h++) {
         for (int64_t t = 0; t < n; t++)
             memcpy(m.gin + t * nope, m.qraw + (t * nh + h) * hk, (size_t)nope * sizeof(float));
@@ -137,6 +160,7 @@ static int mla_attention(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
      * input is contiguous after ggml's plain attention but a permuted view
      * of the flash-attention output (llama-perplexity's context) */
     const bool flash = c->p.attention != KILN_ATTN_F32;
+    hook_heads(c, L->wv_b, c->att, hd, n, m.hooked);
     for (int64_t h = 0; h < nh; h++) {
         for (int64_t t = 0; t < n; t++)
             memcpy(m.gin + t * rank, c->att + (t * nh + h) * hd, (size_t)rank * sizeof(float));

@@ -8,6 +8,8 @@
  * buffers and the order of operations. */
 #include "forward_impl.h"
 
+#include "deepseek4.h"
+
 #include "../core/types.h"
 #include "../codec/codec.h"
 
@@ -178,6 +180,8 @@ static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
 /* Every way of evaluating (kiln_eval, layer_major.c) runs blocks through
  * here, so the layer hook sees each one. */
 int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+    if (c->m->hp.arch == KILN_ARCH_DEEPSEEK4) /* its streams are hc rows wide: kiln_deepseek4_eval only */
+        return kiln_fail(err, NULL, NULL, -1, "deepseek4 is evaluated whole (kiln_eval), not block by block");
     if (block(c, il, n, err) < 0) return -1;
     if (c->p.layer_hook) c->p.layer_hook(c->p.observer_user, il, c->x, n, c->m->hp.n_embd);
     return 0;
@@ -232,6 +236,7 @@ int kiln_eval(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return kiln_fail(err, NULL, "tokens", i, "id %d is not in the vocabulary of %lld",
                              (int)tokens[i], (long long)hp->n_vocab);
+    if (hp->arch == KILN_ARCH_DEEPSEEK4) return kiln_deepseek4_eval(c, tokens, n, logits, err); /* its own graph */
     for (int64_t i = 0; i < n; i += c->n_batch) {
         const int64_t len = n - i < c->n_batch ? n - i : c->n_batch;
         if (eval_chunk(c, tokens + i, len, logits ? logits + i * hp->n_vocab : NULL, err) < 0) return -1;

@@ -4,8 +4,11 @@
  *
  *   KILN_NUM_GGML, quantized weights (activations -> Q8_0 / Q8_K first):
  *     tokens take korder GEMM in groups of gemm_group when the type is
- *     repacked (kiln_qtype_repacked), else GEMV; other types VECDOT;
- *     up to direct_tokens tokens, none in GEMM:  direct[korder]
+ *     repacked (kiln_qtype_repacked; never a 3-D per-head weight), else
+ *     GEMV; other types TINY for 2+ tokens of a dense product when the
+ *     type has a tinyBLAS order of its own (qt.dot_tiny), else VECDOT;
+ *     up to direct_tokens tokens, none in GEMM,
+ *     or an order without panels:                 direct[korder]
  *     otherwise:                                  panel[korder]
  *     a NULL kernel (the scalar level):           the reference rows;
  *   KILN_NUM_GGML, F32 / F16 / BF16 (activations rounded to the weight's
@@ -19,7 +22,7 @@
  * VNNI run the AVX2 quantized kernels. The kernels' own tiles: the
  * suffix _tN of a panel kernel is its tokens per pass (16 rows each);
  * the direct kernels take 4 tokens per pass over a row; vecdot_float.c
- * documents its tiles (tinyBLAS 4 x 4 on AVX-512, 4 rows x 3 tokens on
+ * documents its tiles (tinyBLAS 4 x 6 on AVX-512, 4 rows x 3 tokens on
  * AVX2). */
 #include "kernels.h"
 
@@ -58,6 +61,19 @@
                            .panel = {X86(vnni), X86(vnni_gemv), X86(vnni_gemm)}},                \
     }
 
+/* QUANT_ISA whose VNNI level decodes with kernels of its own
+ * (vecdot_kvnni.c: the blocks into 512-bit registers, vpdpwssd). */
+#define QUANT_ISA_VDIRECT(direct_, gemv_direct, vdirect, vgemv_direct, avx2, avx2_gemv, avx2_gemm, vnni, \
+                          vnni_gemv, vnni_gemm)                                                              \
+    {                                                                                                        \
+        [KILN_ISA_AVX2] = {.direct = {X86(direct_), X86(gemv_direct)},                                       \
+                           .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},                            \
+        [KILN_ISA_AVX512] = {.direct = {X86(direct_), X86(gemv_direct)},                                     \
+                             .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},                          \
+        [KILN_ISA_VNNI] = {.direct = {X86(vdirect), X86(vgemv_direct)},                                      \
+                           .panel = {X86(vnni), X86(vnni_gemv), X86(vnni_gemm)}},                            \
+    }
+
 /* A type whose direct kernels take every product (no panels), with an
  * AVX-512 kernel of its own (also on VNNI CPUs). */
 #define DIRECT_ISA(avx2, avx512)                                           \
@@ -65,6 +81,31 @@
         [KILN_ISA_AVX2] = {.direct = {X86(avx2), NULL}},                   \
         [KILN_ISA_AVX512] = {.direct = {X86(avx512), NULL}},               \
         [KILN_ISA_VNNI] = {.direct = {X86(avx512), NULL}},                 \
+    }
+
+/* Q4_0, Q5_0 and IQ4_NL (vecdot_legacy.c and vecdot_q0direct.c): the
+ * vec_dot order's kernels as given (IQ4_NL's pairs have no panels), the
+ * repacked order's (Q4_0, IQ4_NL), and tinyBLAS's eight lanes. */
+#define Q0_ISA(vec_direct, vec_avx2, vec_vnni, gemv_direct, gemv_avx2, gemv_vnni)                    \
+    {                                                                                                \
+        [KILN_ISA_AVX2] = {.direct = {[KILN_KORDER_VECDOT] = X86(vec_direct),                        \
+                                      [KILN_KORDER_GEMV] = X86(gemv_direct),                         \
+                                      [KILN_KORDER_TINY] = X86(kiln_kdirect_q0_lanes8)},             \
+                           .panel = {[KILN_KORDER_VECDOT] = X86(vec_avx2),                           \
+                                     [KILN_KORDER_GEMV] = X86(gemv_avx2),                            \
+                                     [KILN_KORDER_TINY] = X86(kiln_qgemm_avx2_lanes8_t1)}},          \
+        [KILN_ISA_AVX512] = {.direct = {[KILN_KORDER_VECDOT] = X86(vec_direct),                      \
+                                        [KILN_KORDER_GEMV] = X86(gemv_direct),                       \
+                                        [KILN_KORDER_TINY] = X86(kiln_kdirect_q0_lanes8)},           \
+                             .panel = {[KILN_KORDER_VECDOT] = X86(vec_avx2),                         \
+                                       [KILN_KORDER_GEMV] = X86(gemv_avx2),                          \
+                                       [KILN_KORDER_TINY] = X86(kiln_qgemm_avx2_lanes8_t1)}},        \
+        [KILN_ISA_VNNI] = {.direct = {[KILN_KORDER_VECDOT] = X86(vec_direct),                        \
+                                      [KILN_KORDER_GEMV] = X86(gemv_direct),                         \
+                                      [KILN_KORDER_TINY] = X86(kiln_kdirect_q0_lanes8)},             \
+                           .panel = {[KILN_KORDER_VECDOT] = X86(vec_vnni),                           \
+                                     [KILN_KORDER_GEMV] = X86(gemv_vnni),                            \
+                                     [KILN_KORDER_TINY] = X86(kiln_qgemm_vnni_lanes8_t2)}},          \
     }
 
 /* The float types share their kernels (the type is an argument). */
@@ -75,10 +116,10 @@
         [KILN_ISA_AVX2] = {.vec = {X86(kiln_fggml_vec_avx2), NULL},                                        \
                            .tiny = {X86(kiln_fggml_tiny_avx2), X86(kiln_fggml_tiny_avx2_scratch)}},        \
         [KILN_ISA_AVX512] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                    \
-                             .tiny = {X86(kiln_fggml_tiny_avx512), NULL},                                  \
+                             .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch)}, \
                              .exact_decode = X86(kiln_fdecode_avx512)},                                    \
         [KILN_ISA_VNNI] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                      \
-                           .tiny = {X86(kiln_fggml_tiny_avx512), NULL},                                    \
+                           .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch)},   \
                            .exact_decode = X86(kiln_fdecode_avx512)},                                      \
     }
 
@@ -115,29 +156,40 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
                                .panel = {X86(kiln_qgemm_vnni_lanes8_t2), NULL, NULL}},
         },
     },
+    /* Q4_0, Q5_0, IQ4_NL: ggml_vec_dot (AVX2) for one token and for
+     * experts, llamafile's tinyBLAS_Q0_AVX for 2+ tokens (every Q8_0-
+     * activation type: Q8_0's eight lanes), except the Q4_0 / IQ4_NL
+     * matrices ggml-cpu repacks - 2-D weights and experts (not 3-D
+     * per-head weights, kiln_matmul_head) of n_out % 8 == 0 - whose gemv
+     * and gemm take one fma per block (gemm_chunks 1, no gemm group) */
     [KILN_Q4_0] = {
-        .ggml_order = "ggml_vec_dot_q4_0_q8_0 (generic: sumf += (sumi * dx) * dy)",
-        .qt = LEGACY(KILN_Q4_0, q4_0, KILN_COMB_Q4_0),
+        .ggml_order = "ggml_vec_dot_q4_0_q8_0 (AVX2) and tinyBLAS_Q0_AVX: 8 lanes of 4-weight sums, fmaf per "
+                      "block, hsum_float_8; repacked: ggml_gemv/gemm_q4_0_8x8_q8_0 (acc = fmaf(block sum, "
+                      "dx * dy, acc))",
+        .qt = {.type = KILN_Q4_0, .act_type = KILN_Q8_0, .block = KILN_QK, .block_bytes = sizeof(kiln_block_q4_0),
+               .act_bytes = sizeof(kiln_block_q8_0), .dot = kiln_vec_dot_q4_0, .unpack = kiln_unpack_q4_0,
+               .comb = KILN_COMB_LANES8, .gemm_chunks = 1, .dot_gemv = kiln_vec_dot_q4_0_gemv},
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q4_0, NULL,
-                         kiln_qgemm_avx2_q4_0_t4, NULL, NULL,
-                         kiln_qgemm_vnni_q4_0_t4, NULL, NULL),
+        .isa = Q0_ISA(kiln_kdirect_q0_lanes8, kiln_qgemm_avx2_lanes8_t1, kiln_qgemm_vnni_lanes8_t2,
+                      kiln_kdirect_q0_fma, kiln_qgemm_avx2_fma_t4, kiln_qgemm_vnni_fma_t4),
     },
     [KILN_Q5_0] = {
-        .ggml_order = "ggml_vec_dot_q5_0_q8_0 (generic: sumf += sumi * (dx * dy))",
-        .qt = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_Q8_0),
+        .ggml_order = "ggml_vec_dot_q5_0_q8_0 (AVX2) and tinyBLAS_Q0_AVX: as Q4_0 (never repacked)",
+        .qt = LEGACY(KILN_Q5_0, q5_0, KILN_COMB_LANES8),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q8_0, NULL,
-                         kiln_qgemm_avx2_q8_0_t4, NULL, NULL,
-                         kiln_qgemm_vnni_q8_0_t4, NULL, NULL),
+        .isa = Q0_ISA(kiln_kdirect_q0_lanes8, kiln_qgemm_avx2_lanes8_t1, kiln_qgemm_vnni_lanes8_t2, NULL, NULL, NULL),
     },
     [KILN_IQ4_NL] = {
-        .ggml_order = "ggml_vec_dot_iq4_nl_q8_0 (generic: sumf += sumi * (dx * dy))",
-        .qt = LEGACY(KILN_IQ4_NL, iq4_nl, KILN_COMB_Q8_0),
+        .ggml_order = "ggml_vec_dot_iq4_nl_q8_0 (AVX2: blocks in pairs into two 8-lane accumulators, added, "
+                      "hsum_float_8, an odd last block after); tinyBLAS_Q0_AVX: as Q4_0; repacked: "
+                      "ggml_gemv/gemm_iq4_nl_8x8_q8_0 (as Q4_0's)",
+        .qt = {.type = KILN_IQ4_NL, .act_type = KILN_Q8_0, .block = KILN_QK,
+               .block_bytes = sizeof(kiln_block_iq4_nl), .act_bytes = sizeof(kiln_block_q8_0),
+               .dot = kiln_vec_dot_iq4_nl, .unpack = kiln_unpack_iq4_nl, .comb = KILN_COMB_LANES8,
+               .gemm_chunks = 1, .dot_gemv = kiln_vec_dot_iq4_nl_gemv, .dot_tiny = kiln_vec_dot_iq4_nl_tiny},
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q8_0, NULL,
-                         kiln_qgemm_avx2_q8_0_t4, NULL, NULL,
-                         kiln_qgemm_vnni_q8_0_t4, NULL, NULL),
+        .isa = Q0_ISA(kiln_kdirect_iq4_nl_pairs, NULL, NULL,
+                      kiln_kdirect_q0_fma, kiln_qgemm_avx2_fma_t4, kiln_qgemm_vnni_fma_t4),
     },
 
     /* ---- 32-weight blocks with a minimum against Q8_1 activations ---- */
@@ -162,9 +214,9 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .qt = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_K_Q2, 4),
         .direct_tokens = 8,
         .gemm_group = 4,
-        .isa = QUANT_ISA(kiln_kdirect_q2_k, kiln_kdirect_q2_k_gemv,
-                         kiln_qgemm_avx2_q2_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c4_t1,
-                         kiln_qgemm_vnni_q2_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c4_t2),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q2_k, kiln_kdirect_q2_k_gemv, kiln_kvnni_q2_k, kiln_kvnni_q2_k_gemv,
+                                 kiln_qgemm_avx2_q2_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c4_t1,
+                                 kiln_qgemm_vnni_q2_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c4_t2),
     },
     [KILN_Q3_K] = {
         .ggml_order = "ggml_vec_dot_q3_K_q8_K (AVX2)",
@@ -180,9 +232,9 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .qt = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_K_Q4, 2),
         .direct_tokens = 8,
         .gemm_group = 4,
-        .isa = QUANT_ISA(kiln_kdirect_q4_k, kiln_kdirect_q4_k_gemv,
-                         kiln_qgemm_avx2_q4_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c2_t1,
-                         kiln_qgemm_vnni_q4_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c2_t2),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q4_k, kiln_kdirect_q4_k_gemv, kiln_kvnni_q4_k, kiln_kvnni_q4_k_gemv,
+                                 kiln_qgemm_avx2_q4_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c2_t1,
+                                 kiln_qgemm_vnni_q4_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c2_t2),
     },
     [KILN_Q5_K] = {
         .ggml_order = "ggml_vec_dot_q5_K_q8_K (AVX2)",
@@ -196,17 +248,17 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q6_K_q8_K (AVX2)",
         .qt = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_K_Q6, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q6_k, NULL,
-                         kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
-                         kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q6_k, NULL, kiln_kvnni_q6_k, NULL,
+                                 kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
+                                 kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
     },
     [KILN_IQ2_XXS] = {
         .ggml_order = "ggml_vec_dot_iq2_xxs_q8_K (AVX2)",
         .qt = KQUANT(KILN_IQ2_XXS, iq2_xxs, KILN_COMB_IQ2, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_iq2, NULL,
-                         kiln_qgemm_avx2_iq2_t1, NULL, NULL,
-                         kiln_qgemm_vnni_iq2_t2, NULL, NULL),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_iq2, NULL, kiln_kvnni_iq2_xxs, NULL,
+                                 kiln_qgemm_avx2_iq2_t1, NULL, NULL,
+                                 kiln_qgemm_vnni_iq2_t2, NULL, NULL),
     },
     /* IQ2_XS and IQ2_S: IQ2_XXS's order (unpacked to signed grid levels, a
      * scale per 16 weights instead of 32); llama.cpp repacks neither */
@@ -327,7 +379,7 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
                       "for its 2 Q8_0 blocks, sumf += d * sumi, no fma)",
         .qt = {.type = KILN_Q2_0, .act_type = KILN_Q8_0, .block = 64, .block_bytes = sizeof(kiln_block_q2_0),
                .act_bytes = 2 * sizeof(kiln_block_q8_0), .dot = kiln_vec_dot_q2_0,
-               .comb = KILN_COMB_Q8_0 /* never read: no panels */},
+               .comb = KILN_COMB_DOT /* never read: no panels */},
         .direct_tokens = INT32_MAX,
         .isa = DIRECT_ISA(kiln_kdirect_q2_0_avx2, kiln_kdirect_q2_0_avx512),
     },

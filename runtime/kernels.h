@@ -18,6 +18,9 @@
  *   qgemm      the panel kernels, many tokens (vecdot_qgemm.c)
  *   kdirect    "k-quants direct": a few tokens straight from the GGUF
  *              blocks, no panels (vecdot_kdirect.c; the legacy types too)
+ *   kvnni      the same for Q4_K, Q2_K, Q6_K, IQ2_XXS with AVX-512 VNNI
+ *              (vecdot_kvnni.c); kstep their shared float steps
+ *              (vecdot_kstep.h)
  *   fgemm      f32 products: the fixed fmaf chain (KILN_NUM_EXACT) and
  *              ggml's F32 / F16 / BF16 orders (vecdot_float.c)
  *   fdecode    one token against float weights read in place
@@ -65,8 +68,10 @@ typedef void (*kiln_qpanel_fn)(const void *panel, const kiln_pact *act, int64_t 
 /* F32 / F16 / BF16 weights (`type`, rows of row_bytes at w) in
  * KILN_NUM_GGML mode, activations x already in the weight's precision:
  * y[t * n_out + r] for every row and token. Runs inside the caller's
- * OpenMP region (orphaned `omp for`); `scratch` is this thread's buffer
- * of kiln_fkernel.scratch(n) floats, 64-byte aligned (vecdot_float.c). */
+ * OpenMP region (an orphaned `omp for ... nowait`: the region must end
+ * after it, its end being the one barrier); `scratch` is this thread's
+ * buffer of kiln_fkernel.scratch(n) floats, 64-byte aligned
+ * (vecdot_float.c). */
 typedef void (*kiln_fggml_fn)(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                               int64_t n_out, int64_t n_tokens, float *y, float *scratch);
 
@@ -85,8 +90,9 @@ typedef void (*kiln_fdecode_fn)(uint32_t type, const void *w, int64_t n_in, int6
  * quantized weights, and kiln_fgemm's chain for exact_decode. */
 typedef struct kiln_isa_kernels {
     /* KILN_NUM_GGML, quantized weights */
-    kiln_qrow_fn direct[2];    /* [korder VECDOT, GEMV]: up to direct_tokens tokens */
-    kiln_qpanel_fn panel[3];   /* [korder VECDOT, GEMV, GEMM]: every other product */
+    kiln_qrow_fn direct[KILN_KORDER_COUNT]; /* [korder] but GEMM: up to direct_tokens tokens,
+                                             * or every product of an order without panels */
+    kiln_qpanel_fn panel[KILN_KORDER_COUNT]; /* [korder]: every other product */
     /* KILN_NUM_GGML, float weights */
     kiln_fkernel vec;          /* ggml_vec_dot_<type>: one token, experts, shapes tinyBLAS declines */
     kiln_fkernel tiny;         /* tinyBLAS: 2+ tokens */
@@ -118,6 +124,13 @@ void *kiln_kernel_alloc(size_t n);
  * fails. This is how tests reach the out-of-memory paths. */
 void kiln_kernel_alloc_fail_after(int n);
 
+/* The calling thread's arena: at least n bytes, 64-byte aligned, kept
+ * for the thread's next products (grown through kiln_kernel_alloc when
+ * too small, so the test hook reaches it), or NULL. Not to be freed; the
+ * next call may move it. Called outside OpenMP regions, as
+ * kiln_kernel_alloc. */
+void *kiln_kernel_arena(size_t n);
+
 /* ---- the kernels the table names -------------------------------------- */
 
 /* vecdot_kdirect.c (AVX2): one per block combination and order. */
@@ -137,8 +150,21 @@ void kiln_kdirect_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const 
                             int64_t);
 void kiln_kdirect_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                             int64_t);
-void kiln_kdirect_q8_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
-void kiln_kdirect_q4_0(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+/* vecdot_q0direct.c: Q4_0, Q5_0, IQ4_NL in ggml's x86 orders (AVX2). */
+void kiln_kdirect_q0_lanes8(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                            int64_t);
+void kiln_kdirect_iq4_nl_pairs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                               int64_t);
+void kiln_kdirect_q0_fma(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                         int64_t);
+/* vecdot_kvnni.c: Q4_K, Q2_K (vec_dot and gemv), Q6_K, IQ2_XXS decoded
+ * into 512-bit registers (AVX-512 VNNI). */
+void kiln_kvnni_q4_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q2_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q6_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_iq2_xxs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 /* vecdot_q8direct.c: Q8_0 read straight from its blocks (AVX2, VNNI). */
 void kiln_q8direct_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_q8direct_vnni(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
@@ -162,8 +188,7 @@ void kiln_kdirect_q2_0_avx512(const kiln_qtype *, const uint8_t *, int64_t, cons
 #define KILN_QPANEL_FN(name) \
     void name(const void *, const kiln_pact *, int64_t, int64_t, float *, int64_t, int)
 KILN_QPANEL_FN(kiln_qgemm_vnni_lanes8_t2);
-KILN_QPANEL_FN(kiln_qgemm_vnni_q8_0_t4);
-KILN_QPANEL_FN(kiln_qgemm_vnni_q4_0_t4);
+KILN_QPANEL_FN(kiln_qgemm_vnni_fma_t4);
 KILN_QPANEL_FN(kiln_qgemm_vnni_k_t2);
 KILN_QPANEL_FN(kiln_qgemm_vnni_q6_k_t2);
 KILN_QPANEL_FN(kiln_qgemm_vnni_q2_k_t2);
@@ -174,8 +199,7 @@ KILN_QPANEL_FN(kiln_qgemm_vnni_rep_c2_t2);
 KILN_QPANEL_FN(kiln_qgemm_vnni_rep_c4_t2);
 KILN_QPANEL_FN(kiln_qgemm_vnni_rep_c8_t2);
 KILN_QPANEL_FN(kiln_qgemm_avx2_lanes8_t1);
-KILN_QPANEL_FN(kiln_qgemm_avx2_q8_0_t4);
-KILN_QPANEL_FN(kiln_qgemm_avx2_q4_0_t4);
+KILN_QPANEL_FN(kiln_qgemm_avx2_fma_t4);
 KILN_QPANEL_FN(kiln_qgemm_avx2_k_t1);
 KILN_QPANEL_FN(kiln_qgemm_avx2_q6_k_t1);
 KILN_QPANEL_FN(kiln_qgemm_avx2_q2_k_t1);
@@ -202,6 +226,7 @@ void kiln_fggml_vec_avx512(uint32_t, const uint8_t *, int64_t, const float *, in
                            float *);
 void kiln_fggml_tiny_avx512(uint32_t, const uint8_t *, int64_t, const float *, int64_t, int64_t, int64_t, float *,
                             float *);
+int64_t kiln_fggml_tiny_avx512_scratch(uint32_t type, int64_t n);
 
 /* vecdot_fdecode.c */
 void kiln_fdecode_avx512(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, float *y);

@@ -9,8 +9,11 @@
  *     reference code at the scalar level, above it the panel kernels or,
  *     for a few tokens, the direct ones (identical bits) - in the orders
  *     of llama.cpp's AVX-512 build, which for the weights it repacks
- *     (Q4_K, Q2_K) differ between 4-token groups, the remaining tokens
- *     and MoE experts (kiln_korder);
+ *     (Q4_K, Q2_K; Q4_0, IQ4_NL, MXFP4 in one order) differ between
+ *     4-token groups, the remaining tokens and MoE experts, and for the
+ *     32-weight types between one token and llamafile's batches
+ *     (kiln_korder); 3-D per-head weights are never repacked
+ *     (kiln_matmul_head);
  *   KILN_NUM_GGML, F32 / F16 / BF16: activations rounded to the weight's
  *     precision (products are then exact), then the orders of llama.cpp's
  *     x86 AVX-512 build: tinyBLAS for several tokens, the type's
@@ -20,11 +23,13 @@
  *
  * Every output depends only on its row and its token: not on the SIMD
  * level, the thread count or how many tokens share the call - except
- * float weights in KILN_NUM_GGML mode, where (as in ggml) one token and
- * several tokens take different orders, and repacked k-quants
- * (see above). Each product makes one allocation for all its buffers
- * (kiln_kernel_alloc), before its one OpenMP region; when it fails the
- * product returns -1. */
+ * float weights and IQ4_NL in KILN_NUM_GGML mode, where (as in ggml) one
+ * token and several tokens take different orders, and repacked k-quants
+ * (see above). Each product takes all its buffers at once, before its
+ * one OpenMP region: float weights from the thread's arena
+ * (kiln_kernel_arena, no allocation once grown), quantized ones in one
+ * allocation (kiln_kernel_alloc); when that fails the product returns
+ * -1. */
 #include "matmul.h"
 
 #include "kernels.h"
@@ -58,9 +63,22 @@ static size_t lines(size_t n) {
     return (n + 63) / 64 * 64;
 }
 
+/* The activations of tokens [t0, t1) rounded to the weight's precision
+ * (ggml's vec_dot_type F16 / BF16). */
+static void act_round(uint32_t type, const float *x, int64_t n_in, int64_t t0, int64_t t1, float *xr) {
+    for (int64_t t = t0; t < t1; t++) {
+        if (type == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
+        else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
+    }
+}
+
 /* F32 / F16 / BF16 weights in KILN_NUM_GGML mode: in one OpenMP region,
  * the activations rounded to the weight's precision (round: F16 / BF16;
- * ggml's vec_dot_type), then the table's vec or tiny kernel. */
+ * ggml's vec_dot_type), then the table's vec or tiny kernel. The region
+ * has one barrier at its end and, for a batch, one after the rounding;
+ * one token (decode) is rounded by every thread into its own scratch,
+ * which costs less than a barrier. Buffers come from the thread's
+ * arena. */
 static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
                       const float *x, int64_t n_tokens, float *y, bool round, bool vec_only) {
     /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
@@ -69,27 +87,31 @@ static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64
     const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
     const kiln_fkernel fk = tiny ? ik->tiny : ik->vec;
     if (!fk.run) return -1;
-    const size_t x_bytes = round ? lines((size_t)(n_tokens * n_in) * sizeof(float)) : 0;
-    const size_t per_thread = fk.scratch ? lines((size_t)fk.scratch(type, n_in) * sizeof(float)) : 0;
+    const bool own_x = round && n_tokens == 1;
+    const size_t x_bytes = round && !own_x ? lines((size_t)(n_tokens * n_in) * sizeof(float)) : 0;
+    const size_t scratch_bytes = fk.scratch ? lines((size_t)fk.scratch(type, n_in) * sizeof(float)) : 0;
+    const size_t per_thread = scratch_bytes + (own_x ? lines((size_t)n_in * sizeof(float)) : 0);
     const size_t total = x_bytes + (size_t)omp_get_max_threads() * per_thread;
+    /* no allocation once the arena has grown to the model's largest
+     * product */
     uint8_t *buf = NULL;
-    if (total && !(buf = kiln_kernel_alloc(total))) return -1;
-    const float *xa = round ? (const float *)buf : x;
+    if (total && !(buf = kiln_kernel_arena(total))) return -1;
     const int64_t row_bytes = (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in);
 #pragma omp parallel
     {
-        if (round) {
-            float *xr = (float *)buf;
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n_tokens; t++) {
-                if (type == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
-                else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
-            }
+        uint8_t *mine = per_thread ? buf + x_bytes + (size_t)omp_get_thread_num() * per_thread : NULL;
+        const float *xa = x;
+        if (own_x) {
+            float *xr = (float *)(mine + scratch_bytes);
+            act_round(type, x, n_in, 0, 1, xr);
+            xa = xr;
+        } else if (round) {
+#pragma omp for schedule(dynamic, 8)
+            for (int64_t t = 0; t < n_tokens; t++) act_round(type, x, n_in, t, t + 1, (float *)buf);
+            xa = (const float *)buf;
         }
-        float *scratch = per_thread ? (float *)(buf + x_bytes + (size_t)omp_get_thread_num() * per_thread) : NULL;
-        fk.run(type, w, row_bytes, xa, n_in, n_out, n_tokens, y, scratch);
+        fk.run(type, w, row_bytes, xa, n_in, n_out, n_tokens, y, scratch_bytes ? (float *)mine : NULL);
     }
-    free(buf);
     return 0;
 }
 
@@ -118,22 +140,38 @@ static int exact_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_o
     return kiln_fgemm(rows_f32, &s, n_in, n_out, x, n_tokens, y);
 }
 
-/* How the tokens of a product split between ggml's k-quant orders: for
- * weights llama.cpp repacks, tokens [0, n_gemm) take the gemm order and
- * the rest the gemv order (a MoE expert's product: all of them); other
- * weights take `rest` = the vec_dot order for every token. */
+/* What ggml does with a weight matrix, which decides its order: a 2-D
+ * weight (ggml_mul_mat; repacked when ggml-cpu repacks the type and
+ * shape), a MoE expert (ggml_mul_mat_id; repacked likewise, never
+ * tinyBLAS), or one matrix of a 3-D weight multiplied per head
+ * (ggml_mul_mat of a 3-D weight: never repacked). */
+typedef enum wlayout { W_DENSE, W_EXPERT, W_HEAD } wlayout;
+
+/* How the tokens of a product split between ggml's orders: for weights
+ * llama.cpp repacks, tokens [0, n_gemm) take the gemm order and the rest
+ * the gemv order (a MoE expert's product: all of them); other weights
+ * take `rest` for every token: tinyBLAS's order for 2+ tokens of a dense
+ * product where the type has one of its own, else vec_dot's. */
 typedef struct korders {
     int64_t n_gemm;
     kiln_korder rest;
 } korders;
 
-static korders korders_for(const kiln_kernels *k, int64_t n_out, int64_t n_tokens, bool expert) {
+static korders korders_for(const kiln_kernels *k, int64_t n_out, int64_t n_tokens, wlayout layout) {
     korders ko = {0, KILN_KORDER_VECDOT};
-    if (!kiln_qtype_repacked(&k->qt, n_out)) return ko;
+    if (layout == W_HEAD || !kiln_qtype_repacked(&k->qt, n_out)) {
+        if (layout != W_EXPERT && n_tokens >= 2 && k->qt.dot_tiny) ko.rest = KILN_KORDER_TINY;
+        return ko;
+    }
     ko.rest = KILN_KORDER_GEMV;
-    /* gemm_group 0: the gemm order is the gemv one (MXFP4) */
-    if (!expert && k->gemm_group) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
+    /* gemm_group 0: the gemm order is the gemv one (MXFP4, Q4_0, IQ4_NL) */
+    if (layout == W_DENSE && k->gemm_group) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
     return ko;
+}
+
+/* The reference dot product of a Q8_0 / Q8_1-activation type in `order`. */
+static kiln_vec_dot_fn q0_dot(const kiln_qtype *qt, kiln_korder order) {
+    return order == KILN_KORDER_GEMV ? qt->dot_gemv : order == KILN_KORDER_TINY ? qt->dot_tiny : qt->dot;
 }
 
 /* Rows [r0, r0 + nr) with the reference dot products (the scalar level). */
@@ -147,25 +185,26 @@ static void ref_rows(const kiln_qtype *qt, korders ko, const uint8_t *w, int64_t
             y[t * n_out + r] = qt->act_type == KILN_Q8_K
                                    ? kiln_kdot_ref(n_in, wr, qt, t < ko.n_gemm ? KILN_KORDER_GEMM : ko.rest,
                                                    (const kiln_block_q8_k *)a)
-                                   : (ko.rest == KILN_KORDER_GEMV ? qt->dot_gemv : qt->dot)(n_in, wr, a);
+                                   : q0_dot(qt, ko.rest)(n_in, wr, a);
         }
 }
 
 /* Quantized weights in KILN_NUM_GGML mode, in one OpenMP region: the
  * activations of every token in the type's vec_dot_type, then the
  * table's direct kernel (a few tokens, none in the gemm order: packing
- * panels would cost more than the products), or the panel kernels (the
- * activations first repacked in their byte layout), or at the scalar
- * level the reference rows. */
+ * panels would cost more than the products; or an order without panels),
+ * or the panel kernels (the activations first repacked in their byte
+ * layout), or at the scalar level the reference rows. */
 static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                        int64_t n_tokens, float *y, bool expert) {
+                        int64_t n_tokens, float *y, wlayout layout) {
     const kiln_qtype *qt = &k->qt;
     const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
     const int64_t nb = n_in / qt->block, act_row = nb * qt->act_bytes;
     const bool kq = qt->act_type == KILN_Q8_K;
-    const korders ko = korders_for(k, n_out, n_tokens, expert);
-    const kiln_qrow_fn direct = ko.n_gemm == 0 && n_tokens <= k->direct_tokens ? ik->direct[ko.rest] : NULL;
+    const korders ko = korders_for(k, n_out, n_tokens, layout);
     const kiln_qpanel_fn pgemm = ik->panel[KILN_KORDER_GEMM], prest = ik->panel[ko.rest];
+    const kiln_qrow_fn direct =
+        ko.n_gemm == 0 && (n_tokens <= k->direct_tokens || !prest) ? ik->direct[ko.rest] : NULL;
     const bool panels = !direct && prest && (ko.n_gemm == 0 || pgemm);
 
     /* one allocation: activations, then for the panels their activation
@@ -216,7 +255,7 @@ static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int6
 }
 
 static int matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
-                  float *y, kiln_numeric_mode mode, bool expert) {
+                  float *y, kiln_numeric_mode mode, wlayout layout) {
     const kiln_type_info *ti = kiln_type_get(wtype);
     if (!ti || n_in < 0 || n_in % ti->block_size) return -1;
     if (n_out <= 0 || n_tokens <= 0) return 0;
@@ -227,18 +266,23 @@ static int matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, co
     if (mode != KILN_NUM_GGML) return exact_matmul(wtype, w, n_in, n_out, x, n_tokens, y);
     const kiln_kernels *k = kiln_kernels_get(wtype);
     if (!k) return -1;
-    if (k->qt.block) return quant_matmul(k, w, n_in, n_out, x, n_tokens, y, expert);
-    return float_ggml(k, wtype, w, n_in, n_out, x, n_tokens, y, wtype != KILN_F32, expert);
+    if (k->qt.block) return quant_matmul(k, w, n_in, n_out, x, n_tokens, y, layout);
+    return float_ggml(k, wtype, w, n_in, n_out, x, n_tokens, y, wtype != KILN_F32, layout == W_EXPERT);
 }
 
 int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                 int64_t n_tokens, float *y, kiln_numeric_mode mode) {
-    return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, false);
+    return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, W_DENSE);
 }
 
 int kiln_matmul_expert(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                        int64_t n_tokens, float *y, kiln_numeric_mode mode) {
-    return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, true);
+    return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, W_EXPERT);
+}
+
+int kiln_matmul_head(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                     int64_t n_tokens, float *y, kiln_numeric_mode mode) {
+    return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, W_HEAD);
 }
 
 /* The direct kernels' dispatcher (declared in vecdot.h): it reads the

@@ -36,4 +36,11 @@ int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, cons
 int kiln_matmul_expert(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                        int64_t n_tokens, float *y, kiln_numeric_mode mode);
 
+/* The same for one head's matrix of a 3-D weight that ggml multiplies
+ * with a batched ggml_mul_mat (deepseek2's attn_k_b / attn_v_b), which
+ * ggml-cpu never repacks: tinyBLAS's order for 2+ tokens, vec_dot's for
+ * one. */
+int kiln_matmul_head(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
+                     int64_t n_tokens, float *y, kiln_numeric_mode mode);
+
 #endif

@@ -12,6 +12,8 @@
  * factor tensors and rope.scaling.attn_factor, which are applied). */
 #include "model.h"
 
+#include "deepseek4.h"
+
 #include "../core/types.h"
 #include "../codec/codec.h"
 
@@ -32,16 +34,14 @@ static const struct {
     {"phi3", KILN_ARCH_PHI3},         {"granite", KILN_ARCH_GRANITE},
     {"bitnet", KILN_ARCH_BITNET},     {"gpt-oss", KILN_ARCH_GPTOSS},
     {"olmo2", KILN_ARCH_OLMO2},       {"deepseek2", KILN_ARCH_DEEPSEEK2},
+    {"deepseek4", KILN_ARCH_DEEPSEEK4},
 };
 
 /* What the lookups below share; `failed` lets a whole table of lookups
  * run and report the first error. */
 typedef struct loader {
-    const kiln_gguf *g;
-    const char *path;
+    kiln_find f; /* the file, its path, the error and whether one was set */
     const char *arch;
-    kiln_err *err;
-    bool failed;
 } loader;
 
 /* Reads the integer ARCH.suffix into *out. A per-layer array is accepted
@@ -50,23 +50,23 @@ typedef struct loader {
 static int get_int(loader *L, const char *suffix, int64_t *out) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    const kiln_kv *kv = kiln_gguf_find_kv(L->g, key);
+    const kiln_kv *kv = kiln_gguf_find_kv(L->f.g, key);
     if (!kv) return 0;
     if (kv->val.type == KILN_GGUF_ARRAY) {
         const kiln_array *a = &kv->val.arr;
         if (a->n == 0 || a->type == KILN_GGUF_STRING || a->type == KILN_GGUF_ARRAY ||
             a->type == KILN_GGUF_FLOAT32 || a->type == KILN_GGUF_FLOAT64)
-            return kiln_fail(L->err, L->path, key, -1, "expected integers");
+            return kiln_fail(L->f.err, L->f.path, key, -1, "expected integers");
         int64_t v0 = kiln_array_i64(a, 0);
         for (uint64_t i = 1; i < a->n; i++)
             if (kiln_array_i64(a, i) != v0)
-                return kiln_fail(L->err, L->path, key, -1,
+                return kiln_fail(L->f.err, L->f.path, key, -1,
                                  "per-layer values differ; kiln supports uniform blocks only");
         *out = v0;
         return 1;
     }
-    if (!kiln_gguf_get_i64(L->g, key, out))
-        return kiln_fail(L->err, L->path, key, -1, "expected an integer");
+    if (!kiln_gguf_get_i64(L->f.g, key, out))
+        return kiln_fail(L->f.err, L->f.path, key, -1, "expected an integer");
     return 1;
 }
 
@@ -74,8 +74,8 @@ static int get_int(loader *L, const char *suffix, int64_t *out) {
 static int need_int(loader *L, const char *suffix, int64_t *out) {
     int r = get_int(L, suffix, out);
     if (r < 0) return -1;
-    if (r == 0) return kiln_fail(L->err, L->path, suffix, -1, "missing key %s.%s", L->arch, suffix);
-    if (*out <= 0) return kiln_fail(L->err, L->path, suffix, -1, "must be positive, got %lld", (long long)*out);
+    if (r == 0) return kiln_fail(L->f.err, L->f.path, suffix, -1, "missing key %s.%s", L->arch, suffix);
+    if (*out <= 0) return kiln_fail(L->f.err, L->f.path, suffix, -1, "must be positive, got %lld", (long long)*out);
     return 0;
 }
 
@@ -83,9 +83,9 @@ static int need_int(loader *L, const char *suffix, int64_t *out) {
 static int get_float(loader *L, const char *suffix, float *out) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    if (!kiln_gguf_find_kv(L->g, key)) return 0;
+    if (!kiln_gguf_find_kv(L->f.g, key)) return 0;
     double d;
-    if (!kiln_gguf_get_f64(L->g, key, &d)) return kiln_fail(L->err, L->path, key, -1, "expected a number");
+    if (!kiln_gguf_get_f64(L->f.g, key, &d)) return kiln_fail(L->f.err, L->f.path, key, -1, "expected a number");
     *out = (float)d;
     return 1;
 }
@@ -98,8 +98,8 @@ static int read_rope(loader *L, kiln_hparams *hp) {
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
     kiln_str type = {"linear", 6};
-    if (kiln_gguf_find_kv(L->g, key) && !kiln_gguf_get_str(L->g, key, &type))
-        return kiln_fail(L->err, L->path, key, -1, "expected a string");
+    if (kiln_gguf_find_kv(L->f.g, key) && !kiln_gguf_get_str(L->f.g, key, &type))
+        return kiln_fail(L->f.err, L->f.path, key, -1, "expected a string");
     bool none = kiln_str_eq(type, "none");
     /* yarn (yarn.c): llama.cpp reads no yarn_* key for the architectures
      * kiln runs (only grok's and deepseek2's loaders do), so neither does kiln */
@@ -107,7 +107,7 @@ static int read_rope(loader *L, kiln_hparams *hp) {
     hp->yarn_beta_fast = 32.0f;
     hp->yarn_beta_slow = 1.0f;
     if (!none && !hp->rope_yarn && !kiln_str_eq(type, "linear"))
-        return kiln_fail(L->err, L->path, key, -1, "RoPE scaling '%.*s' is not supported (none, linear, yarn)",
+        return kiln_fail(L->f.err, L->f.path, key, -1, "RoPE scaling '%.*s' is not supported (none, linear, yarn)",
                          (int)type.len, type.ptr);
     float factor = 0.0f;
     int r = get_float(L, "rope.scaling.factor", &factor);
@@ -124,8 +124,8 @@ static int read_rope(loader *L, kiln_hparams *hp) {
 
 static int read_arch(loader *L, kiln_hparams *hp) {
     kiln_str name;
-    if (!kiln_gguf_get_str(L->g, "general.architecture", &name))
-        return kiln_fail(L->err, L->path, "general.architecture", -1, "missing or not a string");
+    if (!kiln_gguf_get_str(L->f.g, "general.architecture", &name))
+        return kiln_fail(L->f.err, L->f.path, "general.architecture", -1, "missing or not a string");
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++) {
         if (kiln_str_eq(name, ARCHS[i].name)) {
             hp->arch = ARCHS[i].arch;
@@ -134,8 +134,8 @@ static int read_arch(loader *L, kiln_hparams *hp) {
             return 0;
         }
     }
-    return kiln_fail(L->err, L->path, "general.architecture", -1,
-                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2, gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2)",
+    return kiln_fail(L->f.err, L->f.path, "general.architecture", -1,
+                     "'%.*s' is not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2, gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2, deepseek4)",
                      (int)(name.len > 64 ? 64 : name.len), name.ptr);
 }
 
@@ -151,10 +151,10 @@ static int read_experts(loader *L, kiln_hparams *hp) {
     bool moe_arch = hp->arch == KILN_ARCH_QWEN2MOE || hp->arch == KILN_ARCH_QWEN3MOE || gptoss || ds2;
     if (hp->arch != KILN_ARCH_LLAMA && !moe_arch) hp->n_expert = hp->n_expert_used = 0;
     if (moe_arch && hp->n_expert == 0)
-        return kiln_fail(L->err, L->path, "expert_count", -1, "%s needs experts", L->arch);
+        return kiln_fail(L->f.err, L->f.path, "expert_count", -1, "%s needs experts", L->arch);
     if (hp->n_expert < 0 || hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert ||
         (hp->n_expert > 0 && hp->n_expert_used == 0))
-        return kiln_fail(L->err, L->path, "expert_used_count", -1, "%lld of %lld experts is invalid",
+        return kiln_fail(L->f.err, L->f.path, "expert_used_count", -1, "%lld of %lld experts is invalid",
                          (long long)hp->n_expert_used, (long long)hp->n_expert);
     hp->n_ff_exp = hp->n_ff;
     if (moe_arch) {
@@ -170,7 +170,7 @@ static int read_experts(loader *L, kiln_hparams *hp) {
     if (ds2 && read_deepseek2_experts(L, hp) < 0) return -1;
     hp->expert_softmax_weight = gptoss;
     if (hp->n_expert > 0 && hp->n_ff_exp <= 0)
-        return kiln_fail(L->err, L->path, "expert_feed_forward_length", -1, "missing");
+        return kiln_fail(L->f.err, L->f.path, "expert_feed_forward_length", -1, "missing");
     return 0;
 }
 
@@ -192,7 +192,7 @@ static int read_gemma(loader *L, kiln_hparams *hp) {
         return -1;
     if (g2 && get_float(L, "attn_logit_softcapping", &hp->attn_softcap) < 0) return -1;
     if (hp->n_swa < 0 || hp->swa_period < 0)
-        return kiln_fail(L->err, L->path, "attention.sliding_window", -1, "negative window or period");
+        return kiln_fail(L->f.err, L->f.path, "attention.sliding_window", -1, "negative window or period");
     const bool is_27b = hp->n_layer == (g2 ? 46 : 62);
     hp->attn_scale = 1.0f / sqrtf((float)(is_27b ? hp->n_embd / hp->n_head : hp->head_dim));
     return 0;
@@ -208,7 +208,7 @@ static int read_gptoss(loader *L, kiln_hparams *hp) {
         get_int(L, "attention.sliding_window_pattern", &hp->swa_period) < 0 ||
         get_float(L, "rope.freq_base_swa", &hp->rope_freq_base_swa) < 0)
         return -1;
-    if (hp->swa_period < 0) return kiln_fail(L->err, L->path, "attention.sliding_window_pattern", -1, "negative");
+    if (hp->swa_period < 0) return kiln_fail(L->f.err, L->f.path, "attention.sliding_window_pattern", -1, "negative");
     return 0;
 }
 
@@ -221,8 +221,8 @@ static int read_deepseek2(loader *L, kiln_hparams *hp) {
     char key[160];
     snprintf(key, sizeof key, "%s.vocab_size", L->arch);
     int64_t n_vocab = 0;
-    if (kiln_gguf_find_kv(L->g, key) && !kiln_gguf_get_i64(L->g, key, &n_vocab))
-        return kiln_fail(L->err, L->path, key, -1, "expected an integer");
+    if (kiln_gguf_find_kv(L->f.g, key) && !kiln_gguf_get_i64(L->f.g, key, &n_vocab))
+        return kiln_fail(L->f.err, L->f.path, key, -1, "expected an integer");
     const bool lite = hp->n_layer == 26 || hp->n_layer == 27 || (hp->n_layer == 48 && n_vocab == 128256);
     hp->head_k_mla = hp->head_dim;
     hp->head_v_mla = hp->head_dim;
@@ -235,11 +235,11 @@ static int read_deepseek2(loader *L, kiln_hparams *hp) {
         return -1;
     hp->rope_yarn_log_mul /= 0.1f;
     if (hp->n_head_kv != 1 || hp->head_dim != hp->n_lora_kv + hp->n_rot)
-        return kiln_fail(L->err, L->path, "attention.key_length", -1,
+        return kiln_fail(L->f.err, L->f.path, "attention.key_length", -1,
                          "kiln runs deepseek2 in MLA form only (attn_k_b / attn_v_b, one KV head of "
                          "kv_lora_rank + rope dims)");
     if (hp->head_k_mla <= hp->n_rot || hp->head_v_mla <= 0)
-        return kiln_fail(L->err, L->path, "attention.key_length_mla", -1, "%lld is not above the rope dims %lld",
+        return kiln_fail(L->f.err, L->f.path, "attention.key_length_mla", -1, "%lld is not above the rope dims %lld",
                          (long long)hp->head_k_mla, (long long)hp->n_rot);
     /* the graph's pre-scaled kq_scale: the YaRN attention factor with its
      * cancelling 1 / (1 + 0.1 ln factor) undone, times the mscale_all_dim
@@ -264,23 +264,24 @@ static int read_deepseek2_experts(loader *L, kiln_hparams *hp) {
         return -1;
     char key[160];
     snprintf(key, sizeof key, "%s.expert_weights_norm", L->arch);
-    const kiln_kv *kv = kiln_gguf_find_kv(L->g, key);
+    const kiln_kv *kv = kiln_gguf_find_kv(L->f.g, key);
     if (kv && kv->val.type == KILN_GGUF_BOOL) hp->expert_weights_norm = kv->val.b;
-    else if (kv) return kiln_fail(L->err, L->path, key, -1, "expected a bool");
+    else if (kv) return kiln_fail(L->f.err, L->f.path, key, -1, "expected a bool");
     if (gating < 0 || gating > 2)
-        return kiln_fail(L->err, L->path, "expert_gating_func", -1, "gating function %lld is not supported",
+        return kiln_fail(L->f.err, L->f.path, "expert_gating_func", -1, "gating function %lld is not supported",
                          (long long)gating);
     hp->expert_gating_sigmoid = gating == 2;
     hp->n_ff_shexp = hp->n_ff_exp * n_shared;
     if (hp->n_expert_groups > 1 &&
         (hp->n_expert % hp->n_expert_groups || hp->n_group_used <= 0 || hp->n_group_used >= hp->n_expert_groups))
-        return kiln_fail(L->err, L->path, "expert_group_count", -1, "%lld groups, %lld used, of %lld experts",
+        return kiln_fail(L->f.err, L->f.path, "expert_group_count", -1, "%lld groups, %lld used, of %lld experts",
                          (long long)hp->n_expert_groups, (long long)hp->n_group_used, (long long)hp->n_expert);
     return 0;
 }
 
 static int read_hparams(loader *L, kiln_hparams *hp) {
     if (read_arch(L, hp) < 0) return -1;
+    if (hp->arch == KILN_ARCH_DEEPSEEK4) return kiln_ds4_read_hparams(L->f.g, L->f.path, hp, L->f.err);
     if (need_int(L, "context_length", &hp->n_ctx_train) < 0 ||
         need_int(L, "embedding_length", &hp->n_embd) < 0 ||
         need_int(L, "block_count", &hp->n_layer) < 0 ||
@@ -290,7 +291,7 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
     hp->n_head_kv = hp->n_head;
     if (get_int(L, "attention.head_count_kv", &hp->n_head_kv) < 0) return -1;
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
-        return kiln_fail(L->err, L->path, "attention.head_count_kv", -1,
+        return kiln_fail(L->f.err, L->f.path, "attention.head_count_kv", -1,
                          "%lld does not divide head_count %lld", (long long)hp->n_head_kv,
                          (long long)hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
@@ -298,17 +299,17 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
     int64_t v_len = hp->head_dim;
     if (get_int(L, "attention.value_length", &v_len) < 0) return -1;
     if (hp->head_dim <= 0 || (v_len != hp->head_dim && hp->arch != KILN_ARCH_DEEPSEEK2)) /* MLA: kv_lora_rank */
-        return kiln_fail(L->err, L->path, "attention.value_length", -1,
+        return kiln_fail(L->f.err, L->f.path, "attention.value_length", -1,
                          "value heads of %lld differ from key heads of %lld", (long long)v_len,
                          (long long)hp->head_dim);
 
     if (hp->arch == KILN_ARCH_GPT2) {
         hp->n_rot = 0;
         if (get_float(L, "attention.layer_norm_epsilon", &hp->norm_eps) != 1)
-            return kiln_fail(L->err, L->path, "attention.layer_norm_epsilon", -1, "missing");
+            return kiln_fail(L->f.err, L->f.path, "attention.layer_norm_epsilon", -1, "missing");
     } else {
         if (get_float(L, "attention.layer_norm_rms_epsilon", &hp->norm_eps) != 1)
-            return kiln_fail(L->err, L->path, "attention.layer_norm_rms_epsilon", -1, "missing");
+            return kiln_fail(L->f.err, L->f.path, "attention.layer_norm_rms_epsilon", -1, "missing");
         hp->n_rot = hp->head_dim;
         if (get_int(L, "rope.dimension_count", &hp->n_rot) < 0) return -1;
         /* every supported builder but phi3's (partial rotary factor)
@@ -316,7 +317,7 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
         if (hp->arch == KILN_ARCH_PHI3 || hp->arch == KILN_ARCH_DEEPSEEK2
                 ? hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2
                 : hp->n_rot != hp->head_dim)
-            return kiln_fail(L->err, L->path, "rope.dimension_count", -1,
+            return kiln_fail(L->f.err, L->f.path, "rope.dimension_count", -1,
                              "%lld differs from the head size %lld", (long long)hp->n_rot,
                              (long long)hp->head_dim);
         hp->rope_neox = hp->arch != KILN_ARCH_LLAMA && hp->arch != KILN_ARCH_GRANITE && hp->arch != KILN_ARCH_DEEPSEEK2;
@@ -328,7 +329,7 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
     /* olmo2: OLMo 3's sliding-window layers (same arch name) are not run */
     if (hp->arch == KILN_ARCH_OLMO2 && get_int(L, "attention.sliding_window", &hp->n_swa) < 0) return -1;
     if (hp->arch == KILN_ARCH_OLMO2 && hp->n_swa > 0)
-        return kiln_fail(L->err, L->path, "olmo2.attention.sliding_window", -1,
+        return kiln_fail(L->f.err, L->f.path, "olmo2.attention.sliding_window", -1,
                          "sliding-window attention (OLMo 3) is not supported");
     /* phi3: ggml_scale(Qcur, 1/sqrt(head_dim)) before attention; its
      * sliding_window is ignored, as llama.cpp disables Phi SWA */
@@ -340,94 +341,46 @@ static int read_hparams(loader *L, kiln_hparams *hp) {
          get_float(L, "attention.scale", &hp->kq_scale) < 0))
         return -1;
     if (hp->arch == KILN_ARCH_GRANITE && get_float(L, "logit_scale", &hp->logit_scale) != 1)
-        return kiln_fail(L->err, L->path, "logit_scale", -1, "missing key granite.logit_scale");
+        return kiln_fail(L->f.err, L->f.path, "logit_scale", -1, "missing key granite.logit_scale");
     return read_experts(L, hp);
 }
 
-enum { OPT = 0, REQ = 1, VEC = 2 };
-
-/* Finds the tensor named by fmt and checks it against the expected shape
- * (ne[0] first, absent dimensions 1). VEC tensors (norms, biases) must be
- * F32, as they are used as plain float arrays; matrices must be of a type
- * kiln can read, with whole blocks per row. Returns NULL when the tensor is
- * missing (an error when REQ) or wrong (always an error); errors set
- * L->failed and later calls then do nothing. */
-static const kiln_tensor *find(loader *L, int flags, int64_t ne0, int64_t ne1, int64_t ne2,
-                               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static const kiln_tensor *find(loader *L, int flags, int64_t ne0, int64_t ne1, int64_t ne2,
-                               const char *fmt, ...) {
-    if (L->failed) return NULL;
-    char name[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    const kiln_tensor *t = kiln_gguf_find_tensor(L->g, name);
-    if (!t) {
-        if (flags & REQ) {
-            kiln_fail(L->err, L->path, name, -1, "tensor is missing");
-            L->failed = true;
-        }
-        return NULL;
-    }
-    int64_t want[KILN_GGUF_MAX_DIMS] = {ne0, ne1, ne2, 1};
-    if (memcmp(t->ne, want, sizeof want) != 0) {
-        kiln_fail(L->err, L->path, name, -1,
-                  "shape [%lld, %lld, %lld, %lld] but expected [%lld, %lld, %lld, 1]",
-                  (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                  (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
-        L->failed = true;
-        return NULL;
-    }
-    const kiln_type_info *ti = kiln_type_get(t->type);
-    if ((flags & VEC) && t->type != KILN_F32) {
-        kiln_fail(L->err, L->path, name, -1, "type %s, but norms and biases must be F32",
-                  kiln_type_name(t->type));
-        L->failed = true;
-        return NULL;
-    }
-    if (!ti || !kiln_can_dequantize(t->type) || ne0 % ti->block_size != 0) {
-        kiln_fail(L->err, L->path, name, -1, "type %s with rows of %lld cannot be evaluated",
-                  kiln_type_name(t->type), (long long)ne0);
-        L->failed = true;
-        return NULL;
-    }
-    return t;
-}
+/* kiln_find_tensor's flags (find_tensor.c), short for this file's tables */
+enum { OPT = KILN_FIND_OPT, REQ = KILN_FIND_REQ, VEC = KILN_FIND_VEC };
 
 static void find_attention(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
     const int64_t n_embd = hp->n_embd, n_q = hp->head_dim * hp->n_head;
     const int64_t n_kv = hp->head_dim * hp->n_head_kv;
     const bool gpt2 = hp->arch == KILN_ARCH_GPT2, olmo2 = hp->arch == KILN_ARCH_OLMO2;
     if (!olmo2) /* olmo2 norms after attention and the FFN, not before */
-        y->attn_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
-    y->attn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_norm.bias", (long long)i);
+        y->attn_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    y->attn_norm_b = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_norm.bias", (long long)i);
     if (gpt2 || hp->arch == KILN_ARCH_PHI3) {
-        y->wqkv = find(L, REQ, n_embd, n_q + 2 * n_kv, 1, "blk.%lld.attn_qkv.weight", (long long)i);
-        y->bqkv = find(L, VEC | (gpt2 ? REQ : OPT), n_q + 2 * n_kv, 1, 1, "blk.%lld.attn_qkv.bias", (long long)i);
+        y->wqkv = kiln_find_tensor(&L->f, REQ, n_embd, n_q + 2 * n_kv, 1, "blk.%lld.attn_qkv.weight", (long long)i);
+        y->bqkv = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_q + 2 * n_kv, 1, 1, "blk.%lld.attn_qkv.bias", (long long)i);
     } else {
-        y->wq = find(L, REQ, n_embd, n_q, 1, "blk.%lld.attn_q.weight", (long long)i);
-        y->wk = find(L, REQ, n_embd, n_kv, 1, "blk.%lld.attn_k.weight", (long long)i);
-        y->wv = find(L, REQ, n_embd, n_kv, 1, "blk.%lld.attn_v.weight", (long long)i);
-        y->bq = find(L, VEC | OPT, n_q, 1, 1, "blk.%lld.attn_q.bias", (long long)i);
-        y->bk = find(L, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_k.bias", (long long)i);
-        y->bv = find(L, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_v.bias", (long long)i);
+        y->wq = kiln_find_tensor(&L->f, REQ, n_embd, n_q, 1, "blk.%lld.attn_q.weight", (long long)i);
+        y->wk = kiln_find_tensor(&L->f, REQ, n_embd, n_kv, 1, "blk.%lld.attn_k.weight", (long long)i);
+        y->wv = kiln_find_tensor(&L->f, REQ, n_embd, n_kv, 1, "blk.%lld.attn_v.weight", (long long)i);
+        y->bq = kiln_find_tensor(&L->f, VEC | OPT, n_q, 1, 1, "blk.%lld.attn_q.bias", (long long)i);
+        y->bk = kiln_find_tensor(&L->f, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_k.bias", (long long)i);
+        y->bv = kiln_find_tensor(&L->f, VEC | OPT, n_kv, 1, 1, "blk.%lld.attn_v.bias", (long long)i);
     }
-    y->wo = find(L, REQ, n_q, n_embd, 1, "blk.%lld.attn_output.weight", (long long)i);
-    y->bo = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_output.bias", (long long)i);
+    y->wo = kiln_find_tensor(&L->f, REQ, n_q, n_embd, 1, "blk.%lld.attn_output.weight", (long long)i);
+    y->bo = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.attn_output.bias", (long long)i);
     if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3 || olmo2)
-        y->attn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_attention_norm.weight", (long long)i);
+        y->attn_post_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_attention_norm.weight", (long long)i);
     if (hp->arch == KILN_ARCH_BITNET)
-        y->attn_sub_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_sub_norm.weight", (long long)i);
+        y->attn_sub_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1, "blk.%lld.attn_sub_norm.weight", (long long)i);
     if (hp->arch == KILN_ARCH_GPTOSS)
-        y->attn_sinks = find(L, VEC | REQ, hp->n_head, 1, 1, "blk.%lld.attn_sinks.weight", (long long)i);
+        y->attn_sinks = kiln_find_tensor(&L->f, VEC | REQ, hp->n_head, 1, 1, "blk.%lld.attn_sinks.weight", (long long)i);
     if (hp->arch == KILN_ARCH_QWEN3 || hp->arch == KILN_ARCH_QWEN3MOE || hp->arch == KILN_ARCH_GEMMA3) {
-        y->attn_q_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
-        y->attn_k_norm = find(L, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
+        y->attn_q_norm = kiln_find_tensor(&L->f, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
+        y->attn_k_norm = kiln_find_tensor(&L->f, VEC | REQ, hp->head_dim, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
     }
     if (olmo2) { /* over the whole projection (attention.c norms by the weight's width) */
-        y->attn_q_norm = find(L, VEC | REQ, n_q, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
-        y->attn_k_norm = find(L, VEC | REQ, n_kv, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
+        y->attn_q_norm = kiln_find_tensor(&L->f, VEC | REQ, n_q, 1, 1, "blk.%lld.attn_q_norm.weight", (long long)i);
+        y->attn_k_norm = kiln_find_tensor(&L->f, VEC | REQ, n_kv, 1, 1, "blk.%lld.attn_k_norm.weight", (long long)i);
     }
 }
 
@@ -436,44 +389,44 @@ static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y
     const bool gpt2 = hp->arch == KILN_ARCH_GPT2, olmo2 = hp->arch == KILN_ARCH_OLMO2;
     /* gpt-oss's norm in front of the MoE is its post_attention_norm */
     if (!olmo2)
-        y->ffn_norm = find(L, VEC | REQ, n_embd, 1, 1,
+        y->ffn_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1,
                            hp->arch == KILN_ARCH_GPTOSS ? "blk.%lld.post_attention_norm.weight"
                                                         : "blk.%lld.ffn_norm.weight",
                            (long long)i);
-    y->ffn_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_norm.bias", (long long)i);
+    y->ffn_norm_b = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_norm.bias", (long long)i);
     if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3 || olmo2)
-        y->ffn_post_norm = find(L, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_ffw_norm.weight", (long long)i);
+        y->ffn_post_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1, "blk.%lld.post_ffw_norm.weight", (long long)i);
     if (hp->arch == KILN_ARCH_BITNET)
-        y->ffn_sub_norm = find(L, VEC | REQ, n_ff, 1, 1, "blk.%lld.ffn_sub_norm.weight", (long long)i);
+        y->ffn_sub_norm = kiln_find_tensor(&L->f, VEC | REQ, n_ff, 1, 1, "blk.%lld.ffn_sub_norm.weight", (long long)i);
     if (hp->n_expert == 0) {
         /* phi3: gate and up fused in ffn_up, rows [gate | up] */
         const bool fused = hp->arch == KILN_ARCH_PHI3;
-        if (!gpt2 && !fused) y->ffn_gate = find(L, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
-        y->ffn_up = find(L, REQ, n_embd, fused ? 2 * n_ff : n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
-        y->ffn_down = find(L, REQ, n_ff, n_embd, 1, "blk.%lld.ffn_down.weight", (long long)i);
-        if (!gpt2) y->ffn_gate_b = find(L, VEC | OPT, n_ff, 1, 1, "blk.%lld.ffn_gate.bias", (long long)i);
-        y->ffn_up_b = find(L, VEC | (gpt2 ? REQ : OPT), fused ? 2 * n_ff : n_ff, 1, 1, "blk.%lld.ffn_up.bias",
+        if (!gpt2 && !fused) y->ffn_gate = kiln_find_tensor(&L->f, REQ, n_embd, n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
+        y->ffn_up = kiln_find_tensor(&L->f, REQ, n_embd, fused ? 2 * n_ff : n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
+        y->ffn_down = kiln_find_tensor(&L->f, REQ, n_ff, n_embd, 1, "blk.%lld.ffn_down.weight", (long long)i);
+        if (!gpt2) y->ffn_gate_b = kiln_find_tensor(&L->f, VEC | OPT, n_ff, 1, 1, "blk.%lld.ffn_gate.bias", (long long)i);
+        y->ffn_up_b = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), fused ? 2 * n_ff : n_ff, 1, 1, "blk.%lld.ffn_up.bias",
                            (long long)i);
-        y->ffn_down_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_down.bias", (long long)i);
+        y->ffn_down_b = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "blk.%lld.ffn_down.bias", (long long)i);
         return;
     }
     const int64_t n_exp = hp->n_expert, n_ff_exp = hp->n_ff_exp;
-    y->ffn_gate_inp = find(L, REQ, n_embd, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
-    y->ffn_gate_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
-    y->ffn_up_exps = find(L, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
-    y->ffn_down_exps = find(L, REQ, n_ff_exp, n_embd, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
+    y->ffn_gate_inp = kiln_find_tensor(&L->f, REQ, n_embd, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+    y->ffn_gate_exps = kiln_find_tensor(&L->f, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
+    y->ffn_up_exps = kiln_find_tensor(&L->f, REQ, n_embd, n_ff_exp, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
+    y->ffn_down_exps = kiln_find_tensor(&L->f, REQ, n_ff_exp, n_embd, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
     if (hp->arch == KILN_ARCH_GPTOSS) {
-        y->ffn_gate_inp_b = find(L, VEC | REQ, n_exp, 1, 1, "blk.%lld.ffn_gate_inp.bias", (long long)i);
-        y->ffn_gate_exps_b = find(L, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_gate_exps.bias", (long long)i);
-        y->ffn_up_exps_b = find(L, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_up_exps.bias", (long long)i);
-        y->ffn_down_exps_b = find(L, VEC | REQ, n_embd, n_exp, 1, "blk.%lld.ffn_down_exps.bias", (long long)i);
+        y->ffn_gate_inp_b = kiln_find_tensor(&L->f, VEC | REQ, n_exp, 1, 1, "blk.%lld.ffn_gate_inp.bias", (long long)i);
+        y->ffn_gate_exps_b = kiln_find_tensor(&L->f, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_gate_exps.bias", (long long)i);
+        y->ffn_up_exps_b = kiln_find_tensor(&L->f, VEC | REQ, n_ff_exp, n_exp, 1, "blk.%lld.ffn_up_exps.bias", (long long)i);
+        y->ffn_down_exps_b = kiln_find_tensor(&L->f, VEC | REQ, n_embd, n_exp, 1, "blk.%lld.ffn_down_exps.bias", (long long)i);
     }
     if (hp->arch == KILN_ARCH_QWEN2MOE) {
         const int64_t n_sh = hp->n_ff_shexp;
-        y->ffn_gate_inp_shexp = find(L, REQ, n_embd, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
-        y->ffn_gate_shexp = find(L, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
-        y->ffn_up_shexp = find(L, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
-        y->ffn_down_shexp = find(L, REQ, n_sh, n_embd, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
+        y->ffn_gate_inp_shexp = kiln_find_tensor(&L->f, REQ, n_embd, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", (long long)i);
+        y->ffn_gate_shexp = kiln_find_tensor(&L->f, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
+        y->ffn_up_shexp = kiln_find_tensor(&L->f, REQ, n_embd, n_sh, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
+        y->ffn_down_shexp = kiln_find_tensor(&L->f, REQ, n_sh, n_embd, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
     }
 }
 
@@ -484,60 +437,61 @@ static void find_ffn(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y
 static void find_deepseek2(loader *L, const kiln_hparams *hp, int64_t i, kiln_layer *y) {
     const int64_t d = hp->n_embd, nh = hp->n_head, hk = hp->head_k_mla, hv = hp->head_v_mla;
     const int64_t rank = hp->n_lora_kv, nope = hk - hp->n_rot;
-    y->attn_norm = find(L, VEC | REQ, d, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    y->attn_norm = kiln_find_tensor(&L->f, VEC | REQ, d, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
     if (hp->n_lora_q > 0) {
-        y->attn_q_a_norm = find(L, VEC | REQ, hp->n_lora_q, 1, 1, "blk.%lld.attn_q_a_norm.weight", (long long)i);
-        y->wq_a = find(L, REQ, d, hp->n_lora_q, 1, "blk.%lld.attn_q_a.weight", (long long)i);
-        y->wq_b = find(L, REQ, hp->n_lora_q, nh * hk, 1, "blk.%lld.attn_q_b.weight", (long long)i);
+        y->attn_q_a_norm = kiln_find_tensor(&L->f, VEC | REQ, hp->n_lora_q, 1, 1, "blk.%lld.attn_q_a_norm.weight", (long long)i);
+        y->wq_a = kiln_find_tensor(&L->f, REQ, d, hp->n_lora_q, 1, "blk.%lld.attn_q_a.weight", (long long)i);
+        y->wq_b = kiln_find_tensor(&L->f, REQ, hp->n_lora_q, nh * hk, 1, "blk.%lld.attn_q_b.weight", (long long)i);
     } else {
-        y->wq = find(L, REQ, d, nh * hk, 1, "blk.%lld.attn_q.weight", (long long)i);
+        y->wq = kiln_find_tensor(&L->f, REQ, d, nh * hk, 1, "blk.%lld.attn_q.weight", (long long)i);
     }
-    y->attn_kv_a_norm = find(L, VEC | REQ, rank, 1, 1, "blk.%lld.attn_kv_a_norm.weight", (long long)i);
-    y->wkv_a_mqa = find(L, REQ, d, rank + hp->n_rot, 1, "blk.%lld.attn_kv_a_mqa.weight", (long long)i);
-    y->wk_b = find(L, REQ, nope, rank, nh, "blk.%lld.attn_k_b.weight", (long long)i);
-    y->wv_b = find(L, REQ, rank, hv, nh, "blk.%lld.attn_v_b.weight", (long long)i);
-    y->wo = find(L, REQ, nh * hv, d, 1, "blk.%lld.attn_output.weight", (long long)i);
-    y->ffn_norm = find(L, VEC | REQ, d, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
+    y->attn_kv_a_norm = kiln_find_tensor(&L->f, VEC | REQ, rank, 1, 1, "blk.%lld.attn_kv_a_norm.weight", (long long)i);
+    y->wkv_a_mqa = kiln_find_tensor(&L->f, REQ, d, rank + hp->n_rot, 1, "blk.%lld.attn_kv_a_mqa.weight", (long long)i);
+    y->wk_b = kiln_find_tensor(&L->f, REQ, nope, rank, nh, "blk.%lld.attn_k_b.weight", (long long)i);
+    y->wv_b = kiln_find_tensor(&L->f, REQ, rank, hv, nh, "blk.%lld.attn_v_b.weight", (long long)i);
+    y->wo = kiln_find_tensor(&L->f, REQ, nh * hv, d, 1, "blk.%lld.attn_output.weight", (long long)i);
+    y->ffn_norm = kiln_find_tensor(&L->f, VEC | REQ, d, 1, 1, "blk.%lld.ffn_norm.weight", (long long)i);
     if (i < hp->n_layer_dense_lead) {
-        y->ffn_gate = find(L, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
-        y->ffn_up = find(L, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
-        y->ffn_down = find(L, REQ, hp->n_ff, d, 1, "blk.%lld.ffn_down.weight", (long long)i);
+        y->ffn_gate = kiln_find_tensor(&L->f, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_gate.weight", (long long)i);
+        y->ffn_up = kiln_find_tensor(&L->f, REQ, d, hp->n_ff, 1, "blk.%lld.ffn_up.weight", (long long)i);
+        y->ffn_down = kiln_find_tensor(&L->f, REQ, hp->n_ff, d, 1, "blk.%lld.ffn_down.weight", (long long)i);
         return;
     }
     const int64_t n_exp = hp->n_expert, f = hp->n_ff_exp, fs = hp->n_ff_shexp;
-    y->ffn_gate_inp = find(L, REQ, d, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
-    y->exp_probs_b = find(L, VEC | OPT, n_exp, 1, 1, "blk.%lld.exp_probs_b.bias", (long long)i);
-    y->ffn_gate_exps = find(L, REQ, d, f, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
-    y->ffn_up_exps = find(L, REQ, d, f, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
-    y->ffn_down_exps = find(L, REQ, f, d, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
-    y->ffn_gate_shexp = find(L, REQ, d, fs, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
-    y->ffn_up_shexp = find(L, REQ, d, fs, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
-    y->ffn_down_shexp = find(L, REQ, fs, d, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
+    y->ffn_gate_inp = kiln_find_tensor(&L->f, REQ, d, n_exp, 1, "blk.%lld.ffn_gate_inp.weight", (long long)i);
+    y->exp_probs_b = kiln_find_tensor(&L->f, VEC | OPT, n_exp, 1, 1, "blk.%lld.exp_probs_b.bias", (long long)i);
+    y->ffn_gate_exps = kiln_find_tensor(&L->f, REQ, d, f, n_exp, "blk.%lld.ffn_gate_exps.weight", (long long)i);
+    y->ffn_up_exps = kiln_find_tensor(&L->f, REQ, d, f, n_exp, "blk.%lld.ffn_up_exps.weight", (long long)i);
+    y->ffn_down_exps = kiln_find_tensor(&L->f, REQ, f, d, n_exp, "blk.%lld.ffn_down_exps.weight", (long long)i);
+    y->ffn_gate_shexp = kiln_find_tensor(&L->f, REQ, d, fs, 1, "blk.%lld.ffn_gate_shexp.weight", (long long)i);
+    y->ffn_up_shexp = kiln_find_tensor(&L->f, REQ, d, fs, 1, "blk.%lld.ffn_up_shexp.weight", (long long)i);
+    y->ffn_down_shexp = kiln_find_tensor(&L->f, REQ, fs, d, 1, "blk.%lld.ffn_down_shexp.weight", (long long)i);
 }
 
 static int find_tensors(loader *L, kiln_model *m) {
     const kiln_hparams *hp = &m->hp;
     const int64_t n_embd = hp->n_embd;
     const bool gpt2 = hp->arch == KILN_ARCH_GPT2;
+    if (hp->arch == KILN_ARCH_DEEPSEEK4) return kiln_ds4_load(L->f.g, L->f.path, m, L->f.err);
     if (hp->n_expert == 0 && hp->n_ff <= 0)
-        return kiln_fail(L->err, L->path, "feed_forward_length", -1, "missing");
-    m->tok_embd = find(L, REQ, n_embd, hp->n_vocab, 1, "token_embd.weight");
-    if (gpt2) m->pos_embd = find(L, REQ, n_embd, hp->n_ctx_train, 1, "position_embd.weight");
-    m->output_norm = find(L, VEC | REQ, n_embd, 1, 1, "output_norm.weight");
-    m->output_norm_b = find(L, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "output_norm.bias");
+        return kiln_fail(L->f.err, L->f.path, "feed_forward_length", -1, "missing");
+    m->tok_embd = kiln_find_tensor(&L->f, REQ, n_embd, hp->n_vocab, 1, "token_embd.weight");
+    if (gpt2) m->pos_embd = kiln_find_tensor(&L->f, REQ, n_embd, hp->n_ctx_train, 1, "position_embd.weight");
+    m->output_norm = kiln_find_tensor(&L->f, VEC | REQ, n_embd, 1, 1, "output_norm.weight");
+    m->output_norm_b = kiln_find_tensor(&L->f, VEC | (gpt2 ? REQ : OPT), n_embd, 1, 1, "output_norm.bias");
     /* gemma2's and bitnet's loaders always tie the output to token_embd */
     if (hp->arch != KILN_ARCH_GEMMA2 && hp->arch != KILN_ARCH_BITNET)
-        m->output = find(L, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
+        m->output = kiln_find_tensor(&L->f, hp->arch == KILN_ARCH_QWEN2MOE ? REQ : OPT, n_embd, hp->n_vocab, 1, "output.weight");
     if (!m->output) m->output = m->tok_embd; /* tied embeddings */
     if (hp->arch == KILN_ARCH_LLAMA || hp->arch == KILN_ARCH_GRANITE)
-        m->rope_freqs = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_freqs.weight");
+        m->rope_freqs = kiln_find_tensor(&L->f, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_freqs.weight");
     if (hp->arch == KILN_ARCH_PHI3) {
-        m->rope_long = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_long.weight");
-        m->rope_short = find(L, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_short.weight");
+        m->rope_long = kiln_find_tensor(&L->f, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_long.weight");
+        m->rope_short = kiln_find_tensor(&L->f, VEC | OPT, hp->n_rot / 2, 1, 1, "rope_factors_short.weight");
     }
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return kiln_fail(L->err, L->path, NULL, -1, "out of memory");
-    for (int64_t i = 0; i < hp->n_layer && !L->failed; i++) {
+    if (!m->layers) return kiln_fail(L->f.err, L->f.path, NULL, -1, "out of memory");
+    for (int64_t i = 0; i < hp->n_layer && !L->f.failed; i++) {
         if (hp->arch == KILN_ARCH_DEEPSEEK2) {
             find_deepseek2(L, hp, i, &m->layers[i]);
             continue;
@@ -545,7 +499,7 @@ static int find_tensors(loader *L, kiln_model *m) {
         find_attention(L, hp, i, &m->layers[i]);
         find_ffn(L, hp, i, &m->layers[i]);
     }
-    return L->failed ? -1 : 0;
+    return L->f.failed ? -1 : 0;
 }
 
 kiln_model *kiln_model_load(const char *path, kiln_err *err) {
@@ -556,7 +510,7 @@ kiln_model *kiln_model_load(const char *path, kiln_err *err) {
     }
     m->gguf = kiln_gguf_open(path, err);
     if (!m->gguf) goto fail;
-    loader L = {.g = m->gguf, .path = path, .err = err};
+    loader L = {.f = {.g = m->gguf, .path = path, .err = err}};
     if (read_hparams(&L, &m->hp) < 0) goto fail;
     m->tok = kiln_tokenizer_load(m->gguf, err);
     if (!m->tok) goto fail;
@@ -572,6 +526,7 @@ fail:
 void kiln_model_free(kiln_model *m) {
     if (!m) return;
     kiln_tokenizer_free(m->tok);
+    kiln_ds4_free(m->ds4);
     free(m->layers);
     kiln_gguf_close(m->gguf);
     free(m);

@@ -3,7 +3,7 @@
  * kiln_model_load() opens a GGUF (split or not) that kiln or llama.cpp
  * wrote for one of the supported architectures (llama and mistral incl.
  * mixtral-style experts, qwen2, qwen3, qwen2moe, qwen3moe, gpt2, gemma2,
- * gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2), reads the
+ * gemma3, phi3, granite, bitnet, gpt-oss, olmo2, deepseek2, deepseek4), reads the
  * hyper-parameters llama.cpp reads, and resolves every weight to a tensor
  * in the mapping (nothing is copied). Missing or mis-shaped tensors are
  * errors naming the tensor. */
@@ -31,6 +31,7 @@ typedef enum kiln_arch {
     KILN_ARCH_GPTOSS,   /* gpt-oss: sinks, biased experts, swiglu_oai (gptoss.c) */
     KILN_ARCH_OLMO2,    /* OLMo 2: post-norms only, whole-width q/k norms (olmo2.c) */
     KILN_ARCH_DEEPSEEK2, /* DeepSeek V2/V3: MLA attention, grouped sigmoid MoE (deepseek2.c) */
+    KILN_ARCH_DEEPSEEK4, /* DeepSeek V4: hyper-connections, compressed attention (deepseek4*.c) */
 } kiln_arch;
 
 typedef struct kiln_hparams {
@@ -101,6 +102,7 @@ typedef struct kiln_model {
      * llama.cpp pads it, exceeds n_ctx_orig, else short */
     const kiln_tensor *rope_long, *rope_short;
     kiln_layer *layers;  /* hp.n_layer entries */
+    struct kiln_ds4 *ds4; /* deepseek4's own keys and tensors (deepseek4.h), else NULL */
 } kiln_model;
 
 /* Whether block il attends through the sliding window (llama.cpp's
@@ -119,6 +121,27 @@ float kiln_yarn_attn_factor(const kiln_hparams *hp, float freq_scale);
  * ("blk.N.attn_q.scale", ...), which kiln does not apply (bitnet.c). */
 int kiln_bitnet_check(const kiln_gguf *g, const char *path, int64_t n_layer, kiln_err *err);
 void kiln_model_free(kiln_model *m);
+
+/* A table of tensor lookups (model.c, deepseek4_load.c): `failed` lets the
+ * whole table run and report its first error. */
+typedef struct kiln_find {
+    const kiln_gguf *g;
+    const char *path;
+    kiln_err *err;
+    bool failed;
+} kiln_find;
+
+/* Flags of kiln_find_tensor: OPT tensors may be absent, REQ ones not; VEC
+ * (norms, biases) must be F32 and I32 (index tables) I32, as both are read
+ * as plain arrays; other tensors must be of a type kiln can read, with
+ * whole blocks per row. */
+enum { KILN_FIND_OPT = 0, KILN_FIND_REQ = 1, KILN_FIND_VEC = 2, KILN_FIND_I32 = 4 };
+
+/* The tensor named by fmt, checked against the shape (ne0, ne1, ne2, 1).
+ * NULL when it is absent (an error when REQ) or wrong (always an error);
+ * errors set f->failed, after which calls do nothing. */
+const kiln_tensor *kiln_find_tensor(kiln_find *f, int flags, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                                    ...) __attribute__((format(printf, 6, 7)));
 
 /* Model views (override.c): a copy of m sharing its mapping, tokenizer and
  * hyper-parameters but with its own tensor table, in which single weights

@@ -78,6 +78,12 @@ float kiln_vec_dot_q8_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q4_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q5_0(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act);
+/* The other x86 orders of the 32-weight types (vecdot_legacy.c): IQ4_NL
+ * in llamafile's tinyBLAS (Q8_0's eight lanes; its vec_dot pairs blocks),
+ * and Q4_0 / IQ4_NL repacked (q4_0_8x8 / iq4_nl_8x8 gemv and gemm). */
+float kiln_vec_dot_iq4_nl_tiny(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_q4_0_gemv(int64_t n, const void *w, const void *act);
+float kiln_vec_dot_iq4_nl_gemv(int64_t n, const void *w, const void *act);
 /* Q4_1 and Q5_1 take Q8_1 activations (ggml's x86 AVX2 order). */
 float kiln_vec_dot_q4_1(int64_t n, const void *w, const void *act);
 float kiln_vec_dot_q5_1(int64_t n, const void *w, const void *act);
@@ -139,16 +145,16 @@ static inline float kiln_hsum8(const float a[8]) {
 
 /* How a type's integer block sums become floats; each is ggml's
  * expression for that type (see the kernels for the exact operations).
- * The legacy types: the generic scalar one, except Q8_0 with ggml's x86
- * order. The Q8_K types: ggml's AVX2 vec_dot order - eight int32 lanes,
+ * The 32-weight types against Q8_0: ggml's x86 orders - LANES8 (vec_dot
+ * of Q8_0 / Q4_0 / Q5_0, tinyBLAS of all four), FMA (repacked Q4_0 /
+ * IQ4_NL; IQ4_NL's own vec_dot pairs blocks, vecdot_legacy.c). The Q8_K types: ggml's AVX2 vec_dot order - eight int32 lanes,
  * lane l summing sc * q * a over the weights p with (p / 4) % 8 == l,
  * acc[l] = fmaf(dx * dy, lane[l], acc[l]) per super-block, kiln_hsum8 -
  * with the type's own handling of the mins; see vecdot_korder.c. */
 typedef enum kiln_combine {
     KILN_COMB_LANES8,   /* Q8_0: 8 lanes of 4-weight sums, acc[l] = fmaf(dx * dy,
                            sumi[l], acc[l]), then kiln_hsum8 */
-    KILN_COMB_Q8_0,     /* sumf += sumi * (dx * dy)          Q5_0 IQ4_NL */
-    KILN_COMB_Q4_0,     /* sumf += (sumi * dx) * dy          Q4_0 */
+    KILN_COMB_FMA,      /* acc = fmaf(sumi, dx * dy, acc)    Q4_0 IQ4_NL repacked */
     KILN_COMB_K,        /* the lanes alone                   Q3_K */
     KILN_COMB_K_Q6,     /* the lanes minus their mins        Q6_K */
     KILN_COMB_K_Q2,     /* mins into the lanes first         Q2_K */
@@ -176,6 +182,11 @@ typedef enum kiln_korder {
     KILN_KORDER_VECDOT = 0,
     KILN_KORDER_GEMV = 1,
     KILN_KORDER_GEMM = 2,
+    /* the 32-weight types against Q8_0 that llamafile's tinyBLAS_Q0_AVX
+     * takes (ggml_mul_mat of 2+ tokens, weights not repacked), where its
+     * order is not the type's vec_dot one (kiln_qtype.dot_tiny) */
+    KILN_KORDER_TINY = 3,
+    KILN_KORDER_COUNT
 } kiln_korder;
 
 /* Everything the GGML-mode path needs to know about a weight type. */
@@ -193,6 +204,8 @@ typedef struct kiln_qtype {
     int gemm_chunks;     /* repacked types: 32-weight chunks per gemm fma; else 0 */
     kiln_vec_dot_fn dot_gemv; /* Q8_0 types llama.cpp repacks (gemm_chunks > 0):
                                * the gemv / gemm order; else NULL */
+    kiln_vec_dot_fn dot_tiny; /* KILN_KORDER_TINY's order; NULL where tinyBLAS
+                               * sums as vec_dot does (or never runs) */
 } kiln_qtype;
 
 /* The reference dot product of every Q8_K type (vecdot_korder.c): unpack

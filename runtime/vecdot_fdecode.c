@@ -70,7 +70,7 @@ KILN_AVX512 INLINE void groups(uint32_t type, const uint8_t *w, int64_t row_byte
 KILN_AVX512 static void fdecode_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, int64_t n_in,
                                        int64_t n_out, const float *x, float *y) {
     const int64_t step = 16 * GROUPS;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 4)
     for (int64_t r0 = 0; r0 < n_out; r0 += step) {
         /* one instance per type (and for whole blocks), so that the loads
          * inline and the row masks fold away */

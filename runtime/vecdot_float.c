@@ -24,8 +24,11 @@
  *
  * Buffers: kiln_fgemm makes one allocation (kiln_kernel_alloc) before
  * its OpenMP region and returns -1 if it is refused; the kiln_fggml_*
- * kernels run inside the caller's region on the per-thread scratch it
- * hands them.
+ * kernels run inside the caller's region (matmul.c's float_ggml) on the
+ * per-thread scratch it hands them from its arena, and share rows out on
+ * a dynamic schedule with no barrier of their own: under load a thread
+ * the OS holds back leaves its blocks to the others, and the region's
+ * end is the product's one barrier.
  *
  * Not here: where the f32 rows come from (the caller's callback does the
  * dequantization) and activation rounding (matmul.c). */
@@ -380,6 +383,32 @@ static float vec_ref(uint32_t type, const float *w, const float *x, int64_t n) {
                                                                        : vec_f32_ref(w, x, n);
 }
 
+/* One row of weights against one token in a ggml_vec_dot order. */
+typedef float (*rowdot_fn)(const void *w, const float *x, int64_t n);
+
+#define VB_ROWS 16 /* rows per block of the vec kernels */
+#define VB_TOK 16  /* tokens per pass over a block */
+
+/* The vec kernels' loops, inside the caller's region: blocks of VB_ROWS
+ * rows on a dynamic schedule (one token streams the weights, and a
+ * thread the OS holds back leaves its blocks to the others), each block
+ * against VB_TOK tokens at a time, so that the block's rows and the
+ * tokens' activations stay in L2 when many tokens take this path (row
+ * counts tinyBLAS declines, such as qwen2's 1027-row output). */
+static void vec_rows(rowdot_fn dot, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_out,
+                     int64_t n_tokens, float *y) {
+    const int64_t nrb = (n_out + VB_ROWS - 1) / VB_ROWS;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t b = 0; b < nrb; b++) {
+        const int64_t r0 = b * VB_ROWS, r1 = n_out - r0 < VB_ROWS ? n_out : r0 + VB_ROWS;
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += VB_TOK) {
+            const int64_t t1 = n_tokens - t0 < VB_TOK ? n_tokens : t0 + VB_TOK;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t t = t0; t < t1; t++) y[t * n_out + r] = dot(w + r * row_bytes, x + t * n, n);
+        }
+    }
+}
+
 #ifdef __x86_64__
 /* reduce16 on (lanes 0-7, lanes 8-15): lo + hi is the tree's first level,
  * then 128-bit halves, then (0+2) + (1+3). The AVX-512 kernels hand it
@@ -404,47 +433,133 @@ AVX512 INLINE __m512 wload(uint32_t type, const void *w, int64_t k) {
     return _mm512_loadu_ps((const float *)w + k);
 }
 
-/* tinyBLAS tiles: rows [r0, r0 + RN) x tokens [t0, t0 + TN), one zmm
- * chain per output. RN, TN <= 4; constants in the hot instance. */
-AVX512 INLINE void tiny_tile(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                             int64_t n_out, int64_t r0, int RN, int64_t t0, int TN, float *y) {
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < RN; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < TN; j++) acc[i][j] = _mm512_setzero_ps();
-    __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t k = 0; k < n; k += 16) {
-#pragma GCC unroll 4
-        for (int i = 0; i < RN; i++) wv[i] = wload(type, w + (r0 + i) * row_bytes, k);
-#pragma GCC unroll 4
-        for (int j = 0; j < TN; j++) {
-            const __m512 xv = _mm512_loadu_ps(x + (t0 + j) * n + k);
-#pragma GCC unroll 4
-            for (int i = 0; i < RN; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < RN; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < TN; j++) y[(t0 + j) * n_out + r0 + i] = reduce16_avx512(acc[i][j]);
+/* tinyBLAS's order on AVX-512, cache-blocked. Each output is one zmm
+ * chain over k in steps of 16, reduced by reduce16's tree; which tile
+ * holds it and when the tile runs change no bit, nor does stopping the
+ * chain at the end of a k chunk and picking it up again from memory.
+ * So, as llamafile's 4 x 6 tiles (32 registers), a tile here is 4 rows x
+ * up to 6 tokens, and the work is blocked for the caches:
+ *   - a thread takes a block of T5_ROWS(n) rows at a time (dynamic
+ *     schedule: a thread the OS holds back does not hold the product
+ *     back), widens it once to f32 into its scratch at a stride that
+ *     keeps the rows apart in L1's sets (tiny_ldw), and keeps it in L2
+ *     while every token of the batch passes;
+ *   - the tokens pass 6 at a time, k in chunks of T5_KB: the chunk of
+ *     the 6 activation rows (6 KiB) stays in L1 while every 4-row tile of
+ *     the block runs over it; the tiles' 16-lane partial sums wait in the
+ *     thread's scratch between chunks. */
+#define T5_TOK 6   /* tokens per tile */
+#define T5_KB 512  /* k per chunk */
+
+/* Row stride of widened rows: n rounded so that it is 1 KiB past a
+ * multiple of 4 KiB. A 256-float chunk of a row is 16 cache lines, so
+ * four rows fill L1's 64 sets side by side; with a stride of 4 KiB
+ * multiples (n = 2048, 8192) they would pile up in the same 16 sets and
+ * evict each other. Shared with the AVX2 kernel below. */
+static int64_t tiny_ldw(int64_t n) {
+    return n + (256 - n % 1024 + 1024) % 1024;
 }
 
+/* Rows of a block: at most 384 KiB of widened rows, whole 4-row tiles,
+ * 4 to 64. */
+static int64_t t5_rows(int64_t n) {
+    int64_t r = 384 * 1024 / (tiny_ldw(n) * (int64_t)sizeof(float)) / 4 * 4;
+    return r < 4 ? 4 : r > 64 ? 64 : r;
+}
+
+int64_t kiln_fggml_tiny_avx512_scratch(uint32_t type, int64_t n) {
+    return t5_rows(n) * tiny_ldw(n) + t5_rows(n) * T5_TOK * 16;
+}
+
+/* One tile for k in [k0, k0 + nk): rows wf + i * ldw (i < 4) against
+ * tokens x + j * n (j < TN), chains continued from part[(i * T5_TOK + j)
+ * * 16] (first: from zero) and left there, or (last) reduced into
+ * y[j * n_out + i]. */
+AVX512 INLINE void t5_tile(const float *wf, int64_t ldw, const float *x, int64_t n, int64_t k0, int64_t nk, int TN,
+                           float *part, bool first, bool last, float *y, int64_t n_out) {
+    __m512 acc[4][T5_TOK];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + (i * T5_TOK + j) * 16);
+    for (int64_t k = k0; k < k0 + nk; k += 16) {
+        __m512 a[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) a[i] = _mm512_load_ps(wf + i * ldw + k);
+#pragma GCC unroll 6
+        for (int j = 0; j < TN; j++) {
+            const __m512 b = _mm512_loadu_ps(x + j * n + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(a[i], b, acc[i][j]);
+        }
+    }
+    if (last) {
+#pragma GCC unroll 6
+        for (int j = 0; j < TN; j++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) y[j * n_out + i] = reduce16_avx512(acc[i][j]);
+        return;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TN; j++) _mm512_store_ps(part + (i * T5_TOK + j) * 16, acc[i][j]);
+}
+
+/* Rows [r0, r0 + nr) (whole tiles), widened at wf (stride ldw), against
+ * every token. */
+AVX512 static void t5_block(const float *wf, int64_t ldw, const float *x, int64_t n, int64_t n_tokens, int64_t r0,
+                            int64_t nr, float *part, float *y, int64_t n_out) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += T5_TOK) {
+        const int TN = n_tokens - t0 < T5_TOK ? (int)(n_tokens - t0) : T5_TOK;
+        const float *xt = x + t0 * n;
+        float *yt = y + t0 * n_out + r0;
+        for (int64_t k0 = 0; k0 < n; k0 += T5_KB) {
+            const int64_t nk = n - k0 < T5_KB ? n - k0 : T5_KB;
+            const bool first = k0 == 0, last = k0 + nk == n;
+            for (int64_t i = 0; i < nr; i += 4) {
+                const float *wi = wf + i * ldw;
+                float *pi = part + i * T5_TOK * 16;
+                /* one instance per token count, so that the tile unrolls */
+                switch (TN) {
+                case 6: t5_tile(wi, ldw, xt, n, k0, nk, 6, pi, first, last, yt + i, n_out); break;
+                case 5: t5_tile(wi, ldw, xt, n, k0, nk, 5, pi, first, last, yt + i, n_out); break;
+                case 4: t5_tile(wi, ldw, xt, n, k0, nk, 4, pi, first, last, yt + i, n_out); break;
+                case 3: t5_tile(wi, ldw, xt, n, k0, nk, 3, pi, first, last, yt + i, n_out); break;
+                case 2: t5_tile(wi, ldw, xt, n, k0, nk, 2, pi, first, last, yt + i, n_out); break;
+                default: t5_tile(wi, ldw, xt, n, k0, nk, 1, pi, first, last, yt + i, n_out); break;
+                }
+            }
+        }
+    }
+}
+
+/* tinyBLAS's order for n_out % 4 == 0, n % 16 == 0 (see above). */
 AVX512 void kiln_fggml_tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                                   int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-    const int64_t nrb = (n_out + 3) / 4, ntb = (n_tokens + 3) / 4;
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < nrb * ntb; b++) {
-        const int64_t r0 = b % nrb * 4, t0 = b / nrb * 4;
-        const int RN = n_out - r0 < 4 ? (int)(n_out - r0) : 4, TN = n_tokens - t0 < 4 ? (int)(n_tokens - t0) : 4;
-        if (RN == 4 && TN == 4) {
-            /* one instance per type, so that the loads inline */
-            if (type == KILN_F16) tiny_tile(KILN_F16, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
-            else if (type == KILN_BF16) tiny_tile(KILN_BF16, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
-            else tiny_tile(KILN_F32, w, row_bytes, x, n, n_out, r0, 4, t0, 4, y);
-        } else {
-            tiny_tile(type, w, row_bytes, x, n, n_out, r0, RN, t0, TN, y);
+    const int64_t ldw = tiny_ldw(n);
+    /* at least 4 blocks a thread where the rows allow, for the dynamic
+     * schedule to even out */
+    const int64_t fair = n_out / (4 * omp_get_num_threads()) / 4 * 4;
+    int64_t rb = t5_rows(n);
+    if (rb > fair) rb = fair < 4 ? 4 : fair;
+    const int64_t nrb = (n_out + rb - 1) / rb;
+    float *wide = scratch, *part = scratch + t5_rows(n) * ldw;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t b = 0; b < nrb; b++) {
+        const int64_t r0 = b * rb, nr = n_out - r0 < rb ? n_out - r0 : rb;
+        for (int64_t i = 0; i < nr; i++) {
+            const uint8_t *wr = w + (r0 + i) * row_bytes;
+            float *dst = wide + i * ldw;
+            if (type == KILN_F16)
+                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_F16, wr, k));
+            else if (type == KILN_BF16)
+                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_BF16, wr, k));
+            else
+                memcpy(dst, wr, (size_t)n * sizeof(float));
         }
+        t5_block(wide, ldw, x, n, n_tokens, r0, nr, part, y, n_out);
     }
 }
 
@@ -482,17 +597,21 @@ AVX512 INLINE float vec_avx512(uint32_t type, const void *w, const float *x, int
     return s;
 }
 
+/* One instance per type, so that the loads inline. */
+AVX512 static float vec512_f16(const void *w, const float *x, int64_t n) {
+    return vec_avx512(KILN_F16, w, x, n);
+}
+AVX512 static float vec512_bf16(const void *w, const float *x, int64_t n) {
+    return vec_avx512(KILN_BF16, w, x, n);
+}
+AVX512 static float vec512_f32(const void *w, const float *x, int64_t n) {
+    return vec_avx512(KILN_F32, w, x, n);
+}
+
 AVX512 void kiln_fggml_vec_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                                  int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < n_out; r++) {
-        const uint8_t *wr = w + r * row_bytes;
-        for (int64_t t = 0; t < n_tokens; t++) {
-            if (type == KILN_F16) y[t * n_out + r] = vec_avx512(KILN_F16, wr, x + t * n, n);
-            else if (type == KILN_BF16) y[t * n_out + r] = vec_avx512(KILN_BF16, wr, x + t * n, n);
-            else y[t * n_out + r] = vec_avx512(KILN_F32, wr, x + t * n, n);
-        }
-    }
+    vec_rows(type == KILN_F16 ? vec512_f16 : type == KILN_BF16 ? vec512_bf16 : vec512_f32, w, row_bytes, x, n, n_out,
+             n_tokens, y);
 }
 
 /* AVX2 (no AVX-512): the same orders. Each 16-lane accumulator of the
@@ -554,20 +673,22 @@ AVX2 INLINE float vec_avx2(uint32_t type, const void *w, const float *x, int64_t
     return vec_tail(type, w, x, np, n, reduce16_avx2(lo, hi));
 }
 
-/* One token (decode) or shapes tinyBLAS declines: row by row, as
- * kiln_fggml_vec_avx512. One token is a pass over the weights, which the row
- * order reads front to back. */
+/* One token (decode) or shapes tinyBLAS declines: vec_rows' blocks, as
+ * kiln_fggml_vec_avx512. */
+AVX2 static float vec256_f16(const void *w, const float *x, int64_t n) {
+    return vec_avx2(KILN_F16, w, x, n);
+}
+AVX2 static float vec256_bf16(const void *w, const float *x, int64_t n) {
+    return vec_avx2(KILN_BF16, w, x, n);
+}
+AVX2 static float vec256_f32(const void *w, const float *x, int64_t n) {
+    return vec_avx2(KILN_F32, w, x, n);
+}
+
 AVX2 void kiln_fggml_vec_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                               int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < n_out; r++) {
-        const uint8_t *wr = w + r * row_bytes;
-        for (int64_t t = 0; t < n_tokens; t++) {
-            if (type == KILN_F16) y[t * n_out + r] = vec_avx2(KILN_F16, wr, x + t * n, n);
-            else if (type == KILN_BF16) y[t * n_out + r] = vec_avx2(KILN_BF16, wr, x + t * n, n);
-            else y[t * n_out + r] = vec_avx2(KILN_F32, wr, x + t * n, n);
-        }
-    }
+    vec_rows(type == KILN_F16 ? vec256_f16 : type == KILN_BF16 ? vec256_bf16 : vec256_f32, w, row_bytes, x, n, n_out,
+             n_tokens, y);
 }
 
 /* tinyBLAS's order, AVX2 blocking. The 16 lanes of an output are 16
@@ -613,14 +734,9 @@ AVX2 INLINE void tiny_tile_avx2(const float *wf, int64_t ldw, const float *x, in
     }
 }
 
-/* Row stride of tiny_avx2's widened rows: n rounded so that it is 1 KiB
- * past a multiple of 4 KiB. A TQ_KB chunk of a row is 16 cache lines, so
- * four rows then fill the 64 L1 sets side by side and the 16 rows of a
- * block take 4 ways of each; with a stride of 4 KiB multiples (n = 2048,
- * 8192) they would pile up in the same 16 sets and evict each other. */
-static int64_t tiny_ldw(int64_t n) {
-    return n + (256 - n % 1024 + 1024) % 1024;
-}
+/* tiny_avx2's widened rows take tiny_ldw's stride (above): a TQ_KB
+ * chunk of a row is 16 cache lines, and the 16 rows of a block take 4
+ * ways of each L1 set. */
 
 /* Rows widened at a time by tiny_avx2: up to 512 KiB of them, so that
  * they and a token block fit L2 together; whole TQ_ROWS sub-blocks. */
@@ -649,7 +765,7 @@ AVX2 void kiln_fggml_tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_byte
     int64_t tok = 48 * 1024 / n / 3 * 3;
     tok = tok < 3 ? 3 : tok > TQ_TOK ? TQ_TOK : tok;
     float *wide = scratch, *part = wide + big * ldw;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t b = 0; b < nrb; b++) {
         /* n_out % 4 == 0: every block is whole tiles */
         const int64_t r0 = b * big, nr = n_out - r0 < big ? n_out - r0 : big;
@@ -699,7 +815,7 @@ AVX2 void kiln_fggml_tiny_avx2(uint32_t type, const uint8_t *w, int64_t row_byte
  * f32 first into this thread's scratch (n floats). */
 static void ggml_rows_ref(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                           int64_t n_out, int64_t n_tokens, float *y, bool tiny, float *row) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16) nowait
     for (int64_t r = 0; r < n_out; r++) {
         const float *wr = (const float *)(w + r * row_bytes);
         if (type != KILN_F32) {

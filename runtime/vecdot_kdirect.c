@@ -7,7 +7,7 @@
  * several times the dot products themselves when one token is multiplied.
  * Here each weight block is decoded once, for up to GROUP tokens: the
  * k-quants into registers straight from their bits (vecdot_kbits.h),
- * IQ2_XXS, IQ4_XS and the 32-weight formats through the type's unpacker into a
+ * IQ2_XXS and IQ4_XS through the type's unpacker into a
  * kiln_qblock on the stack. Its exact integer sums with each token are
  * taken with AVX2, and those become floats in the reference order:
  *
@@ -19,10 +19,9 @@
  *   Q8_K types, gemv order (repacked Q4_K / Q2_K): the same integers
  *     summed whole, one fma for the sums and one for the mins per
  *     super-block (repacked_order with one group of 8 chunks);
- *   the 32-weight types but Q8_0: qt->dot's per-block step
- *     (vecdot_legacy.c) on the block's whole sum. Q8_0 itself, whose
- *     eight 4-weight lanes ggml keeps apart, reads its blocks with no
- *     unpacking at all in vecdot_q8direct.c.
+ *   the 32-weight types are not here: Q8_0 reads its blocks with no
+ *     unpacking at all in vecdot_q8direct.c, Q4_0 / Q5_0 / IQ4_NL in
+ *     ggml's x86 orders in vecdot_q0direct.c.
  *
  * Integer sums are exact whatever instructions take them, and every float
  * operation is the reference's own (vfmadd = fmaf, cvtdq2ps = (float)), so
@@ -31,10 +30,10 @@
  * the vec_dot or gemv order and are few (direct_tokens in the table of
  * kernels.c, which names the kernels at the end of this file); the gemm
  * order and long runs of tokens stay with the panels. CPUs with AVX-512
- * run this AVX2 code for these types (a one-token product is dominated by
- * decoding the blocks and reading the weights, which 512-bit registers
- * help less than the panels' multiply-adds; Q8_0, which needs no
- * decoding, has a VNNI kernel in vecdot_q8direct.c). */
+ * but no VNNI run this AVX2 code; with VNNI, Q4_K, Q2_K, Q6_K and IQ2_XXS
+ * decode into 512-bit registers instead (vecdot_kvnni.c, 1.7-5x faster
+ * per super-block), and Q8_0, which needs no decoding, reads its blocks
+ * in vecdot_q8direct.c. The float steps both share are vecdot_kstep.h's. */
 #ifdef __clang__
 #pragma clang fp contract(off)
 #else
@@ -47,6 +46,7 @@
 #include "../core/fp16.h"
 #include "../core/types.h"
 #include "vecdot_kbits.h"
+#include "vecdot_kstep.h"
 
 #include <string.h>
 
@@ -59,26 +59,6 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline))
-
-/* One token's float state for one output, in the reference's variables. */
-typedef struct kacc {
-    __m256 acc;  /* vec_dot: the eight lane accumulators */
-    __m128 accm; /* Q4_K's four min accumulators */
-    float summs; /* Q5_K's min sum; legacy types' sumf */
-    float a, m;  /* gemv: sums and mins */
-} kacc;
-
-AVX2 INLINE int32_t hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* fmaf(a, b, c) with one rounding, as the reference's fmaf. */
-AVX2 INLINE float fma1(float a, float b, float c) {
-    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-}
 
 /* ---- Q8_K types ------------------------------------------------------- */
 
@@ -201,39 +181,6 @@ AVX2 INLINE void ksums(const kdec *k, const kiln_block_q8_k *y, bool signed_leve
     *min = mins ? _mm256_madd_epi16(k->mn, _mm256_loadu_si256((const __m256i *)y->bsums)) : _mm256_setzero_si256();
 }
 
-/* One super-block's step of vecdot_korder.c's vecdot_order. */
-AVX2 INLINE void vecdot_step(kiln_combine comb, kacc *s, __m256i lane, __m256i min, const kdec *k, float yd) {
-    const float d = yd * k->d, dmin = -yd * k->dmin;
-    if (comb == KILN_COMB_K_Q6) lane = _mm256_sub_epi32(lane, min);
-    if (comb == KILN_COMB_K_Q2) s->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min), s->acc);
-    if (comb == KILN_COMB_K_Q4) {
-        /* m[2k] + m[2k + 1] for k = 0..3 in the low 128 bits */
-        const __m256i pairs = _mm256_permute4x64_epi64(_mm256_hadd_epi32(min, min), 0x08);
-        s->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm256_castsi256_si128(pairs)), s->accm);
-    }
-    if (comb == KILN_COMB_K_Q5) s->summs = fma1(dmin, (float)hsum_i32(min), s->summs);
-    s->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), s->acc);
-}
-
-/* One super-block's step of the gemv order. */
-AVX2 INLINE void gemv_step(kacc *s, __m256i lane, __m256i min, const kdec *k, float yd) {
-    s->a = fma1((float)hsum_i32(lane), k->d * yd, s->a);
-    s->m = fma1((float)hsum_i32(min), k->dmin * yd, s->m);
-}
-
-AVX2 INLINE float k_finish(kiln_combine comb, kiln_korder order, const kacc *s) {
-    if (order == KILN_KORDER_GEMV) return s->a - s->m;
-    float acc[8], m[4];
-    _mm256_storeu_ps(acc, s->acc);
-    _mm_storeu_ps(m, s->accm);
-    float r = kiln_hsum8(acc);
-    if (comb == KILN_COMB_K_Q4) r = r + ((m[0] + m[2]) + (m[1] + m[3]));
-    if (comb == KILN_COMB_K_Q5) r = r + s->summs;
-    if (comb == KILN_COMB_IQ2) r = 0.125f * r;
-    if (comb == KILN_COMB_IQ3) r = 0.25f * r;
-    return r;
-}
-
 /* Row r against tokens [t0, t0 + nt), nt <= GROUP. Inlined per type (comb
  * and order constant) by krow's switch, so the branches fold away. */
 AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder order, const uint8_t *w,
@@ -242,7 +189,7 @@ AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder
     const bool signed_levels = comb == KILN_COMB_K || comb == KILN_COMB_IQ2 || iq3;
     const bool table = comb == KILN_COMB_IQ4;
     const bool mins = comb != KILN_COMB_K && comb != KILN_COMB_IQ2 && !iq3 && !table;
-    kacc s[GROUP];
+    kiln_kacc s[GROUP];
     memset(s, 0, sizeof s);
     for (int64_t i = 0; i < nb; i++) {
         kdec dec;
@@ -251,11 +198,12 @@ AVX2 INLINE void krow_group(const kiln_qtype *qt, kiln_combine comb, kiln_korder
             const kiln_block_q8_k *a = act + (t0 + k) * nb + i;
             __m256i lane, min;
             ksums(&dec, a, signed_levels, table, mins, &lane, &min);
-            if (order == KILN_KORDER_GEMV) gemv_step(&s[k], lane, min, &dec, a->d);
-            else vecdot_step(comb, &s[k], lane, min, &dec, a->d);
+            if (order == KILN_KORDER_GEMV)
+                kiln_kstep_gemv(&s[k], kiln_kstep_hsum(lane), kiln_kstep_hsum(min), dec.d, dec.dmin, a->d);
+            else kiln_kstep_vecdot(comb, &s[k], lane, min, dec.d, dec.dmin, a->d);
         }
     }
-    for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = k_finish(comb, order, &s[k]);
+    for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = kiln_kstep_finish(comb, order, &s[k]);
 }
 
 /* The kernels kernels.c names: one instance per type and order, so
@@ -278,49 +226,6 @@ KROW(kiln_kdirect_q2_k_gemv, KILN_COMB_K_Q2, KILN_KORDER_GEMV)
 KROW(kiln_kdirect_q4_k_gemv, KILN_COMB_K_Q4, KILN_KORDER_GEMV)
 #undef KROW
 
-/* ---- Q8_0 types -------------------------------------------------------- */
-
-/* Eight int32 lanes of 4-weight sums of one 32-weight block. Q8_0
- * activations stay within +-127, so ggml's sign trick is exact: |q| as
- * unsigned (128 for -128) times a with q's sign, pair sums <= 32512. */
-AVX2 INLINE __m256i lsums(const int8_t *q, const int8_t *a) {
-    const __m256i w = _mm256_loadu_si256((const __m256i *)q), x = _mm256_loadu_si256((const __m256i *)a);
-    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-/* One block's step of qt->dot (vecdot_legacy.c) on the block's whole sum,
- * with each type's operand order. */
-AVX2 INLINE void legacy_step(kiln_combine comb, kacc *s, __m256i lanes, float dx, float dy) {
-    if (comb == KILN_COMB_Q4_0) s->summs += ((float)hsum_i32(lanes) * dx) * dy;
-    else s->summs += (dx * dy) * (float)hsum_i32(lanes);
-}
-
-AVX2 INLINE void lrow_group(const kiln_qtype *qt, kiln_combine comb, const uint8_t *w, int64_t nb,
-                            const kiln_block_q8_0 *act, int64_t t0, int nt, float *y, int64_t ldy) {
-    kacc s[GROUP];
-    memset(s, 0, sizeof s);
-    for (int64_t i0 = 0; i0 < nb; i0 += 8) {
-        const int n = nb - i0 < 8 ? (int)(nb - i0) : 8;
-        kiln_qblock b;
-        qt->unpack(w + i0 * qt->block_bytes, n, &b);
-        for (int k = 0; k < nt; k++) {
-            const kiln_block_q8_0 *a = act + (t0 + k) * nb + i0;
-            for (int j = 0; j < n; j++)
-                legacy_step(comb, &s[k], lsums(b.q + 32 * j, a[j].qs), b.d[j], kiln_fp16_to_fp32(a[j].d));
-        }
-    }
-    for (int k = 0; k < nt; k++) y[(t0 + k) * ldy] = s[k].summs;
-}
-
-#define LROW(NAME, COMB)                                                                                    \
-    AVX2 void NAME(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0, int nt, \
-                   float *y, int64_t ldy) {                                                                 \
-        lrow_group(qt, COMB, w, nb, act, t0, nt, y, ldy);                                                   \
-    }
-LROW(kiln_kdirect_q8_0, KILN_COMB_Q8_0)
-LROW(kiln_kdirect_q4_0, KILN_COMB_Q4_0)
-#undef LROW
 #endif
 
 void kiln_direct_rows(kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,

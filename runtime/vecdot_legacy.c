@@ -3,12 +3,25 @@
  * Q5_1 against Q8_1, and the Q8_0 ones' blocks unpacked to integer levels
  * for the panel kernels.
  *
- * Each dot product is ggml's scalar vec_dot for the type: an exact integer
- * sum per block, then one float update per block, with ggml's operand
- * order (it differs between types and decides the last bit). Q8_0 is the
- * exception: it has ggml's x86 order (eight lanes, see below), the one
- * llama.cpp's x86 builds actually compute. The panel
- * kernels (vecdot_qgemm.c) repeat these float steps lane by lane. */
+ * Each dot product is one of the orders llama.cpp's x86 (AVX2 / AVX-512)
+ * builds compute, exact integer sums then ggml's float steps:
+ *
+ *   lanes8  eight float lanes, lane l taking the 4-weight sums of weights
+ *           4l..4l+3 of every block with one fmaf by dx * dy, then
+ *           hsum_float_8: ggml_vec_dot of Q8_0, Q4_0 and Q5_0, and
+ *           llamafile's tinyBLAS_Q0_AVX (ggml_mul_mat of 2+ tokens) of all
+ *           four types;
+ *   pairs   IQ4_NL's vec_dot: blocks in pairs into two such lane sets,
+ *           added lane by lane before the hsum, an odd last block added
+ *           after it as d * sum;
+ *   fma     one fmaf per block of its whole sum by dx * dy: the gemv and
+ *           gemm kernels of the Q4_0 / IQ4_NL matrices ggml-cpu repacks
+ *           (q4_0_8x8, iq4_nl_8x8: 2-D weights and experts of n_out % 8
+ *           == 0 on AVX2 CPUs).
+ *
+ * Which product takes which order is the table's business (kernels.c,
+ * matmul.c). The panel kernels (vecdot_qgemm.c) and the direct ones
+ * (vecdot_q0direct.c) repeat these float steps lane by lane. */
 #include "vecdot.h"
 
 #include "../core/cpu.h"
@@ -53,63 +66,99 @@ static inline int block_sum(const int8_t *q, const int8_t *a) {
     return s;
 }
 
-/* Q8_0 follows ggml's x86 (AVX2) vec_dot, which is also the order of
- * llamafile's tinyBLAS for Q8_0 batches, not the generic scalar one:
- * eight float lanes; in every block lane l takes the exact integer sum of
- * the four products of weights 4l..4l+3 and does acc[l] = fmaf(dx * dy,
- * (float)sum, acc[l]); at the end hsum_float_8's tree: the two 128-bit
- * halves added (l + l+4), then lanes 0+2 and 1+3, then those two. */
-float kiln_vec_dot_q8_0(int64_t n, const void *w, const void *act) {
-    const kiln_block_q8_0 *x = w, *y = act;
+/* The levels of block i of a row of `type` into q; returns its scale. */
+static float block_levels(uint32_t type, const void *w, int64_t i, int8_t q[KILN_QK]) {
+    switch (type) {
+    case KILN_Q4_0:
+        levels_q4_0((const kiln_block_q4_0 *)w + i, q);
+        return kiln_fp16_to_fp32(((const kiln_block_q4_0 *)w)[i].d);
+    case KILN_Q5_0:
+        levels_q5_0((const kiln_block_q5_0 *)w + i, q);
+        return kiln_fp16_to_fp32(((const kiln_block_q5_0 *)w)[i].d);
+    case KILN_IQ4_NL:
+        levels_iq4_nl((const kiln_block_iq4_nl *)w + i, q);
+        return kiln_fp16_to_fp32(((const kiln_block_iq4_nl *)w)[i].d);
+    default:
+        memcpy(q, ((const kiln_block_q8_0 *)w)[i].qs, KILN_QK);
+        return kiln_fp16_to_fp32(((const kiln_block_q8_0 *)w)[i].d);
+    }
+}
+
+/* One block into eight lanes: acc[l] = fmaf(d, sum of weights 4l..4l+3, acc[l]). */
+static inline void lanes_step(float acc[8], const int8_t *q, const int8_t *a, float d) {
+    for (int l = 0; l < 8; l++) {
+        int s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++) s += q[j] * a[j];
+        acc[l] = fmaf(d, (float)s, acc[l]);
+    }
+}
+
+static float dot_lanes8(uint32_t type, int64_t n, const void *w, const kiln_block_q8_0 *y) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / KILN_QK; i++) {
-        const float d = kiln_fp16_to_fp32(x[i].d) * kiln_fp16_to_fp32(y[i].d);
-        for (int l = 0; l < 8; l++) {
-            int s = 0;
-            for (int j = 4 * l; j < 4 * l + 4; j++) s += x[i].qs[j] * y[i].qs[j];
-            acc[l] = fmaf(d, (float)s, acc[l]);
-        }
+        int8_t q[KILN_QK];
+        const float dx = block_levels(type, w, i, q);
+        lanes_step(acc, q, y[i].qs, dx * kiln_fp16_to_fp32(y[i].d));
     }
     return kiln_hsum8(acc);
 }
 
-float kiln_vec_dot_q4_0(int64_t n, const void *w, const void *act) {
-    const kiln_block_q4_0 *x = w;
-    const kiln_block_q8_0 *y = act;
-    float sumf = 0;
+static float dot_fma(uint32_t type, int64_t n, const void *w, const kiln_block_q8_0 *y) {
+    float acc = 0;
     for (int64_t i = 0; i < n / KILN_QK; i++) {
         int8_t q[KILN_QK];
-        levels_q4_0(&x[i], q);
-        int sumi = block_sum(q, y[i].qs);
-        sumf += (float)sumi * kiln_fp16_to_fp32(x[i].d) * kiln_fp16_to_fp32(y[i].d);
+        const float dx = block_levels(type, w, i, q);
+        acc = fmaf((float)block_sum(q, y[i].qs), dx * kiln_fp16_to_fp32(y[i].d), acc);
     }
-    return sumf;
+    return acc;
+}
+
+/* Q8_0 (also the order of llamafile's tinyBLAS for Q8_0 batches). */
+float kiln_vec_dot_q8_0(int64_t n, const void *w, const void *act) {
+    return dot_lanes8(KILN_Q8_0, n, w, act);
+}
+
+float kiln_vec_dot_q4_0(int64_t n, const void *w, const void *act) {
+    return dot_lanes8(KILN_Q4_0, n, w, act);
 }
 
 float kiln_vec_dot_q5_0(int64_t n, const void *w, const void *act) {
-    const kiln_block_q5_0 *x = w;
+    return dot_lanes8(KILN_Q5_0, n, w, act);
+}
+
+/* IQ4_NL's vec_dot: blocks 2k into lanes a, 2k+1 into lanes b, an odd
+ * last block on its own after the hsum (ggml's scalar tail). */
+float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act) {
     const kiln_block_q8_0 *y = act;
-    float sumf = 0;
-    for (int64_t i = 0; i < n / KILN_QK; i++) {
-        int8_t q[KILN_QK];
-        levels_q5_0(&x[i], q);
-        int sumi = block_sum(q, y[i].qs);
-        sumf += (kiln_fp16_to_fp32(x[i].d) * kiln_fp16_to_fp32(y[i].d)) * (float)sumi;
+    const int64_t nb = n / KILN_QK;
+    float a[8] = {0}, b[8] = {0};
+    int8_t q[KILN_QK];
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        float dx = block_levels(KILN_IQ4_NL, w, i, q);
+        lanes_step(a, q, y[i].qs, kiln_fp16_to_fp32(y[i].d) * dx);
+        dx = block_levels(KILN_IQ4_NL, w, i + 1, q);
+        lanes_step(b, q, y[i + 1].qs, kiln_fp16_to_fp32(y[i + 1].d) * dx);
+    }
+    for (int l = 0; l < 8; l++) a[l] += b[l];
+    float sumf = kiln_hsum8(a);
+    if (i < nb) {
+        const float dx = block_levels(KILN_IQ4_NL, w, i, q);
+        sumf += (kiln_fp16_to_fp32(y[i].d) * dx) * (float)block_sum(q, y[i].qs);
     }
     return sumf;
 }
 
-float kiln_vec_dot_iq4_nl(int64_t n, const void *w, const void *act) {
-    const kiln_block_iq4_nl *x = w;
-    const kiln_block_q8_0 *y = act;
-    float sumf = 0;
-    for (int64_t i = 0; i < n / KILN_QK; i++) {
-        int8_t q[KILN_QK];
-        levels_iq4_nl(&x[i], q);
-        const float d = kiln_fp16_to_fp32(y[i].d) * kiln_fp16_to_fp32(x[i].d);
-        sumf += d * (float)block_sum(q, y[i].qs);
-    }
-    return sumf;
+float kiln_vec_dot_iq4_nl_tiny(int64_t n, const void *w, const void *act) {
+    return dot_lanes8(KILN_IQ4_NL, n, w, act);
+}
+
+float kiln_vec_dot_q4_0_gemv(int64_t n, const void *w, const void *act) {
+    return dot_fma(KILN_Q4_0, n, w, act);
+}
+
+float kiln_vec_dot_iq4_nl_gemv(int64_t n, const void *w, const void *act) {
+    return dot_fma(KILN_IQ4_NL, n, w, act);
 }
 
 /* Q4_1 and Q5_1 against Q8_1 follow ggml's x86 AVX2 vec_dot (the one its

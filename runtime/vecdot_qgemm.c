@@ -7,8 +7,9 @@
  * (AVX2) instructions, and are exact. The float steps that follow are
  * ggml's (see vecdot_legacy.c and, for the Q8_K types, vecdot_korder.c),
  * done per lane in the same order - so every output equals the reference
- * dot product bit for bit. Q8_0 keeps the eight 4-weight group sums of a
- * block apart (ggml's x86 order, eight float accumulators per row); the
+ * dot product bit for bit. The 32-weight types keep the eight 4-weight
+ * group sums of a block apart (ggml's vec_dot / tinyBLAS order, eight
+ * float accumulators per row) or take its whole sum (repacked); the
  * Q8_K types keep ggml's eight int32 lanes apart (vec_dot order) or sum
  * them per group of chunks (the repacked gemm / gemv orders). Tokens are
  * taken 4 (legacy) or 2 (k-quants) at a time so that each weight vector
@@ -63,8 +64,11 @@ static inline bool has_min(kiln_combine c) {
 
 /* ---- AVX512-VNNI ------------------------------------------------------ */
 
+/* The 32-weight types in the order of ggml's repacked Q4_0 / IQ4_NL
+ * kernels (KILN_COMB_FMA): each block's whole sum, one fma by dx * dy. */
 VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
                         float *const *out, __mmask16 mask) {
+    (void)comb;
     __m512 sumf[4];
 #pragma GCC unroll 8
     for (int k = 0; k < T; k++) sumf[k] = _mm512_setzero_ps();
@@ -86,17 +90,14 @@ VNNI INLINE void leg512(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
         for (int k = 0; k < T; k++) {
             const __m512 dy = _mm512_set1_ps(tk[k].d[b]);
             const __m512 s = _mm512_cvtepi32_ps(acc[k]);
-            if (comb == KILN_COMB_Q4_0)
-                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(_mm512_mul_ps(s, dx), dy));
-            else
-                sumf[k] = _mm512_add_ps(sumf[k], _mm512_mul_ps(s, _mm512_mul_ps(dx, dy)));
+            sumf[k] = _mm512_fmadd_ps(s, _mm512_mul_ps(dx, dy), sumf[k]);
         }
     }
 #pragma GCC unroll 8
     for (int k = 0; k < T; k++) _mm512_mask_storeu_ps(out[k], mask, sumf[k]);
 }
 
-/* Q8_0 (KILN_COMB_LANES8): ggml's x86 order, eight float accumulators
+/* KILN_COMB_LANES8 (Q8_0, Q4_0, Q5_0, IQ4_NL): eight float accumulators
  * per row, one per 4-weight group g, so the group sums stay apart. The
  * panel's bias covers the whole block; the bias of one group is taken
  * from the weights themselves (128 * sum of the group's levels). */
@@ -300,6 +301,7 @@ AVX2 static inline __m256i rows_mask(int n_rows, int h) {
  * |w| times (a with w's sign), no bias. */
 AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
                         float *const *out, int n_rows) {
+    (void)comb;
     const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
     for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
         __m256 sumf[4];
@@ -326,10 +328,7 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
             for (int k = 0; k < T; k++) {
                 const __m256 dy = _mm256_set1_ps(tk[k].d[b]);
                 const __m256 s = _mm256_cvtepi32_ps(acc[k]);
-                if (comb == KILN_COMB_Q4_0)
-                    sumf[k] = _mm256_add_ps(sumf[k], _mm256_mul_ps(_mm256_mul_ps(s, dx), dy));
-                else
-                    sumf[k] = _mm256_add_ps(sumf[k], _mm256_mul_ps(s, _mm256_mul_ps(dx, dy)));
+                sumf[k] = _mm256_fmadd_ps(s, _mm256_mul_ps(dx, dy), sumf[k]);
             }
         }
 #pragma GCC unroll 8
@@ -337,7 +336,7 @@ AVX2 INLINE void leg256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, 
     }
 }
 
-/* Q8_0 in ggml's x86 order (see lanes512), with the sign trick. */
+/* KILN_COMB_LANES8 (see lanes512), with the sign trick. */
 AVX2 INLINE void lanes256(const kiln_pblk32 *P, int64_t nb, const tok *tk, int T, kiln_combine comb,
                           float *const *out, int n_rows) {
     (void)T;
@@ -484,8 +483,7 @@ AVX2 INLINE void krep256(const kiln_pblk256 *P, int64_t nb, const tok *tk, int T
 
 #define VNNI_LAST ((__mmask16)((1u << n_rows) - 1))
 PANEL_KERNEL(VNNI, kiln_qgemm_vnni_lanes8_t2, lanes512, kiln_pblk32, 2, KILN_COMB_LANES8, VNNI_LAST)
-PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q8_0_t4, leg512, kiln_pblk32, 4, KILN_COMB_Q8_0, VNNI_LAST)
-PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q4_0_t4, leg512, kiln_pblk32, 4, KILN_COMB_Q4_0, VNNI_LAST)
+PANEL_KERNEL(VNNI, kiln_qgemm_vnni_fma_t4, leg512, kiln_pblk32, 4, KILN_COMB_FMA, VNNI_LAST)
 PANEL_KERNEL(VNNI, kiln_qgemm_vnni_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K, VNNI_LAST)
 PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q6_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q6, VNNI_LAST)
 PANEL_KERNEL(VNNI, kiln_qgemm_vnni_q2_k_t2, kvec512, kiln_pblk256, 2, KILN_COMB_K_Q2, VNNI_LAST)
@@ -497,8 +495,7 @@ PANEL_KERNEL(VNNI, kiln_qgemm_vnni_rep_c4_t2, krep512, kiln_pblk256, 2, 4, VNNI_
 PANEL_KERNEL(VNNI, kiln_qgemm_vnni_rep_c8_t2, krep512, kiln_pblk256, 2, 8, VNNI_LAST)
 
 PANEL_KERNEL(AVX2, kiln_qgemm_avx2_lanes8_t1, lanes256, kiln_pblk32, 1, KILN_COMB_LANES8, n_rows)
-PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q8_0_t4, leg256, kiln_pblk32, 4, KILN_COMB_Q8_0, n_rows)
-PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q4_0_t4, leg256, kiln_pblk32, 4, KILN_COMB_Q4_0, n_rows)
+PANEL_KERNEL(AVX2, kiln_qgemm_avx2_fma_t4, leg256, kiln_pblk32, 4, KILN_COMB_FMA, n_rows)
 PANEL_KERNEL(AVX2, kiln_qgemm_avx2_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K, n_rows)
 PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q6_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q6, n_rows)
 PANEL_KERNEL(AVX2, kiln_qgemm_avx2_q2_k_t1, kvec256, kiln_pblk256, 1, KILN_COMB_K_Q2, n_rows)

@@ -874,12 +874,32 @@ static void test_pretok_detection(void **state) {
     /* without a BOS template (the first published Llama-3 tokenizer.json)
      * llama.cpp's hash names it smaug-bpe; with one, llama-bpe */
     assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "smaug-bpe");
+    /* cl100k_base (GPT-4's, Phi-4's) has that split and 100,000 merges:
+     * dbrx, as llama.cpp's hash names it; one merge more is Llama 3's kind */
+    json_t *merges = json_array();
+    for (int i = 0; i < 100000; i++) json_array_append_new(merges, json_string("a b"));
+    json_object_set_new(llama3, "model", json_pack("{s:o}", "merges", merges));
+    assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "dbrx");
+    json_array_append_new(merges, json_string("a b"));
+    assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "smaug-bpe");
     json_object_set_new(llama3, "post_processor",
                         json_pack("{s:s, s:[{s:s}, {s:s, s:[{s:{s:s}}, {s:{s:s}}]}]}", "type", "Sequence", "processors",
                                   "type", "ByteLevel", "type", "TemplateProcessing", "single", "SpecialToken", "id",
                                   "<|begin_of_text|>", "Sequence", "id", "A"));
     assert_string_equal(cv_pretok_detect(llama3, desc, sizeof desc), "llama-bpe");
     json_decref(llama3);
+    /* SentencePiece-style BPE (Gemma 3's tokenizer.json): spaces to U+2581
+     * by the normalizer, a split after each space, byte fallback: llama.cpp's
+     * hash names it granite-embed-multi-311m; without byte fallback it is
+     * not that tokenizer */
+    json_t *spm = json_pack("{s:{s:s, s:{s:s}, s:s}, s:{s:s, s:{s:s}, s:s, s:b}, s:{s:s, s:b}}", "normalizer", "type",
+                            "Replace", "pattern", "String", " ", "content", "\xe2\x96\x81", "pre_tokenizer", "type",
+                            "Split", "pattern", "String", " ", "behavior", "MergedWithPrevious", "invert", 0, "model",
+                            "type", "BPE", "byte_fallback", 1);
+    assert_string_equal(cv_pretok_detect(spm, desc, sizeof desc), "granite-embed-multi-311m");
+    json_object_set_new(json_object_get(spm, "model"), "byte_fallback", json_false());
+    assert_null(cv_pretok_detect(spm, desc, sizeof desc));
+    json_decref(spm);
     json_t *meta = json_pack("{s:{s:s}}", "pre_tokenizer", "type", "Metaspace");
     assert_null(cv_pretok_detect(meta, desc, sizeof desc));
     assert_non_null(strstr(desc, "Metaspace"));

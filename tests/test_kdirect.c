@@ -57,8 +57,10 @@ static void random_block(uint32_t type, uint8_t *b, int bytes) {
 
 /* The reference output of row r for token t. */
 static float reference(const kiln_qtype *qt, int64_t n_in, const uint8_t *wrow, const uint8_t *a, kiln_korder order) {
-    return qt->act_type == KILN_Q8_K ? kiln_kdot_ref(n_in, wrow, qt, order, (const kiln_block_q8_k *)a)
-                                     : qt->dot(n_in, wrow, a);
+    if (qt->act_type == KILN_Q8_K) return kiln_kdot_ref(n_in, wrow, qt, order, (const kiln_block_q8_k *)a);
+    const kiln_vec_dot_fn dot = order == KILN_KORDER_GEMV ? qt->dot_gemv : order == KILN_KORDER_TINY ? qt->dot_tiny
+                                                                                                     : qt->dot;
+    return dot(n_in, wrow, a);
 }
 
 typedef struct problem {
@@ -115,8 +117,11 @@ static void same(const problem *p, const char *what) {
  * level. */
 static void check(uint32_t type, int64_t n_in, int64_t n_out, int64_t T, bool expert) {
     const kiln_qtype *qt = kiln_qtype_get(type);
-    const kiln_korder order = qt->act_type == KILN_Q8_K && kiln_qtype_repacked(qt, n_out) ? KILN_KORDER_GEMV
-                                                                                          : KILN_KORDER_VECDOT;
+    /* ggml's orders: repacked matrices (k-quants, Q4_0, IQ4_NL) gemv;
+     * otherwise IQ4_NL's tinyBLAS for 2+ tokens of a dense product */
+    const kiln_korder order = kiln_qtype_repacked(qt, n_out)         ? KILN_KORDER_GEMV
+                              : !expert && T >= 2 && qt->dot_tiny ? KILN_KORDER_TINY
+                                                                    : KILN_KORDER_VECDOT;
     problem p = make(type, n_in, n_out, T, order);
     memset(p.y, 0xFF, (size_t)(n_out * T) * sizeof(float));
     assert_int_equal((expert ? kiln_matmul_expert : kiln_matmul)(type, p.w, n_in, n_out, p.x, T, p.y, KILN_NUM_GGML), 0);

@@ -312,6 +312,23 @@ static void img_kv_strs(gguf_img *g, const char *key, const char *const *vals, u
     g->n_kv++;
 }
 
+static void img_kv_u32(gguf_img *g, const char *key, uint32_t val) {
+    uint32_t type = KILN_GGUF_UINT32;
+    img_str(g, key);
+    img_put(g, &type, 4);
+    img_put(g, &val, 4);
+    g->n_kv++;
+}
+
+static void img_kv_bool(gguf_img *g, const char *key, bool val) {
+    uint32_t type = KILN_GGUF_BOOL;
+    uint8_t b = val;
+    img_str(g, key);
+    img_put(g, &type, 4);
+    img_put(g, &b, 1);
+    g->n_kv++;
+}
+
 static kiln_gguf *img_end(gguf_img *g) {
     memcpy(g->b + 16, &g->n_kv, 8);
     kiln_err err = {{0}};
@@ -400,10 +417,56 @@ static void test_byte_vocab_round_trip(void **state) {
     free(back);
 }
 
+/* SentencePiece-style BPE (tokenizer.ggml.pre granite-embed-multi-311m,
+ * llama.cpp's Gemma 4 type, what Gemma 3's tokenizer.json becomes): spaces
+ * are merged as U+2581, words are cut only at newline runs, a newline run
+ * that is a token is taken whole without merges, a character that is not a
+ * token falls back to its <0xXX> tokens, and BOS is added even when the
+ * file says add_bos_token false (llama.cpp's Gemma 4 workaround). */
+static void test_spm_style_bpe(void **state) {
+    enum { BOS, AB = 257, SPACE_AB, NL, NL2, A, B, SPACE, N_TOKENS };
+    static char bytes[256][7];
+    const char *tokens[N_TOKENS] = {[BOS] = "<bos>", [AB] = "ab", [SPACE_AB] = "\xe2\x96\x81" "ab", [NL] = "\n",
+                                    [NL2] = "\n\n", [A] = "a", [B] = "b", [SPACE] = "\xe2\x96\x81"};
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        tokens[1 + b] = bytes[b];
+    }
+    const char *merges[] = {"a b", "\xe2\x96\x81 ab"};
+    gguf_img img;
+    img_begin(&img);
+    img_kv_str(&img, "tokenizer.ggml.model", "gpt2");
+    img_kv_str(&img, "tokenizer.ggml.pre", "granite-embed-multi-311m");
+    img_kv_strs(&img, "tokenizer.ggml.tokens", tokens, N_TOKENS);
+    img_kv_strs(&img, "tokenizer.ggml.merges", merges, 2);
+    img_kv_u32(&img, "tokenizer.ggml.bos_token_id", BOS);
+    img_kv_bool(&img, "tokenizer.ggml.add_bos_token", false);
+    kiln_gguf *g = img_end(&img);
+    kiln_err err = {{0}};
+    kiln_tokenizer *t = kiln_tokenizer_load(g, &err);
+    if (!t) fail_msg("%s", err.msg);
+    static const char text[] = "ab ab\n\nc";
+    const int32_t want[] = {BOS, AB, SPACE_AB, NL2, 1 + 'c'};
+    int32_t *ids;
+    size_t n;
+    if (kiln_tokenize(t, text, sizeof text - 1, true, false, &ids, &n, &err) < 0) fail_msg("%s", err.msg);
+    int printed = 0;
+    if (!same_ids("spm-style bpe", text, want, sizeof want / sizeof want[0], ids, n, &printed)) fail();
+    size_t pl;
+    const char *piece = kiln_token_piece(t, SPACE_AB, &pl);
+    assert_int_equal(pl, 3);
+    assert_memory_equal(piece, " ab", 3);
+    free(ids);
+    kiln_tokenizer_free(t);
+    kiln_gguf_close(g);
+    free(img.b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_byte_vocab_round_trip),
+        cmocka_unit_test(test_spm_style_bpe),
         cmocka_unit_test(test_tokens_llama),
         cmocka_unit_test(test_tokens_mixtral),
         cmocka_unit_test(test_tokens_qwen2),

@@ -26,9 +26,14 @@
  * Unicode data of its day, so only code points assigned in very recent
  * Unicode versions could differ.
  *
+ * The gemma4 style (and granite-embed-multi-311m, its name for Gemma 3's
+ * tokenizer.json) only cuts newline runs from the rest; what else differs
+ * there (spaces as U+2581, no GPT-2 byte encoding) is tokenizer_bpe.c's,
+ * told by the spm_bpe flag.
+ *
  * Not implemented (refused at load): the kimi-k2 and afmoe custom
- * splitters, and the gemma4 / sarvam / whitespace styles that skip GPT-2's
- * byte encoding. */
+ * splitters, and the sarvam / whitespace styles that skip GPT-2's byte
+ * encoding. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <pthread.h>
@@ -246,7 +251,9 @@ static const char *const RX_BAILINGMOE[] = {
     "[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
     NULL};
 
-enum { PRE_IGNORE_MERGES = 1, PRE_ADD_BOS = 2, PRE_NO_BOS = 4 };
+static const char *const RX_NEWLINES[] = {"[^\\n]+|[\\n]+", NULL};
+
+enum { PRE_IGNORE_MERGES = 1, PRE_ADD_BOS = 2, PRE_NO_BOS = 4, PRE_SPM_BPE = 8 };
 
 /* tokenizer.ggml.pre values, as llama.cpp's llama_vocab::impl::load maps them. */
 static const struct pre_type {
@@ -327,6 +334,8 @@ static const struct pre_type {
     {"bailingmoe", RX_BAILINGMOE, 0},
     {"bailingmoe2", RX_BAILINGMOE, 0},
     {"llada-moe", RX_BAILINGMOE, 0},
+    {"gemma4", RX_NEWLINES, PRE_SPM_BPE},
+    {"granite-embed-multi-311m", RX_NEWLINES, PRE_SPM_BPE},
 };
 
 /* ---- compiled pre-tokenizer ------------------------------------------- */
@@ -490,6 +499,7 @@ int kiln_pretok_new(const char *pre, kiln_pretok **out, kiln_pretok_flags *flags
     flags->ignore_merges = pt->flags & PRE_IGNORE_MERGES;
     flags->add_bos = pt->flags & PRE_ADD_BOS;
     flags->no_bos = pt->flags & PRE_NO_BOS;
+    flags->spm_bpe = pt->flags & PRE_SPM_BPE;
     *out = p;
     return 0;
 }

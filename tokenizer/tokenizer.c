@@ -202,7 +202,7 @@ static int build_pieces(kiln_tokenizer *t) {
         int rc = 0;
         if (a & verbatim) {
             rc = pbuf_put(&b, s, n);
-        } else if ((a & KILN_ATTR_NORMAL) && t->kind == KILN_TOK_BPE) {
+        } else if ((a & KILN_ATTR_NORMAL) && t->kind == KILN_TOK_BPE && !t->spm_bpe) {
             rc = kiln_bpe_decode(s, n, &b.v, &b.len, &b.cap);
         } else if (a & KILN_ATTR_NORMAL) {
             for (size_t j = 0; j < n && rc == 0;) {
@@ -331,6 +331,7 @@ static int load_kind(kiln_tokenizer *t, const kiln_gguf *g, int32_t *ids, kiln_e
     if (rc < 0) return -1;
     t->ignore_merges = fl.ignore_merges;
     t->add_bos = fl.add_bos;
+    t->spm_bpe = fl.spm_bpe;
     if (fl.no_bos) ids[SP_BOS] = KILN_TOKEN_NULL;
     return 0;
 }
@@ -347,6 +348,7 @@ static int load_special(kiln_tokenizer *t, const kiln_gguf *g, int32_t *ids, kil
     bool b;
     if (kiln_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b)) t->add_space_prefix = b;
     if (kiln_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) t->add_bos = b;
+    if (t->spm_bpe) t->add_bos = true; /* llama.cpp's Gemma 4 workaround: always */
     if (kiln_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) t->add_eos = b;
     if (t->add_bos && ids[SP_BOS] == KILN_TOKEN_NULL)
         return kiln_fail(err, t->name, "tokenizer.ggml.add_bos_token", -1,

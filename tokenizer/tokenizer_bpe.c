@@ -7,7 +7,13 @@
  * and its characters are merged pairwise, always the pair with the lowest
  * rank in tokenizer.ggml.merges, leftmost on ties. A final symbol that is
  * not a token is spelled byte by byte, and llama.cpp drops bytes that have
- * no single-byte token; so does this file. */
+ * no single-byte token; so does this file.
+ *
+ * SentencePiece-style BPE (t->spm_bpe: llama.cpp's Gemma 4 pre type, which
+ * Gemma 3's tokenizer.json gets) differs in three places: spaces are
+ * escaped to U+2581 before the split, words are merged as plain UTF-8, and
+ * the bytes of a symbol that is not a token are the <0xXX> tokens. A word
+ * of newlines only that is itself a token is taken whole. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,10 +105,25 @@ static int try_bigram(bpe *b, int left, int right) {
                                                   .size = l->n + r->n});
 }
 
+static bool only_newlines(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != '\n') return false;
+    return true;
+}
+
+/* The token of byte `c` when a symbol is spelled byte by byte. */
+static int32_t byte_token(const kiln_tokenizer *t, const char *c) {
+    if (!t->spm_bpe) return kiln_tok_find(t, c, 1);
+    static const char HEX[] = "0123456789ABCDEF";
+    unsigned char u = (unsigned char)*c;
+    char name[6] = {'<', '0', 'x', HEX[u >> 4], HEX[u & 15], '>'};
+    return kiln_tok_find(t, name, sizeof name);
+}
+
 /* Merges one encoded word of `n` bytes and appends its ids. */
 static int merge_word(bpe *b, size_t n, kiln_ids *out) {
     const kiln_tokenizer *t = b->t;
-    if (t->ignore_merges) {
+    if (t->ignore_merges || (t->spm_bpe && only_newlines(b->buf, n))) {
         int32_t id = kiln_tok_find(t, b->buf, n);
         if (id != KILN_TOKEN_NULL) return kiln_ids_push(out, id);
     }
@@ -134,18 +155,44 @@ static int merge_word(bpe *b, size_t n, kiln_ids *out) {
             continue;
         }
         for (size_t j = 0; j < b->sym[i].n; j++) {
-            id = kiln_tok_find(t, p + j, 1);
+            id = byte_token(t, p + j);
             if (id != KILN_TOKEN_NULL && kiln_ids_push(out, id) < 0) return -1;
         }
     }
     return 0;
 }
 
+/* A copy of text[0..len) with every space written as U+2581 (llama.cpp's
+ * llama_escape_whitespace), or NULL when out of memory. */
+static char *escape_spaces(const char *text, size_t len, size_t *out_len) {
+    size_t spaces = 0;
+    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
+    char *e = malloc(len + 2 * spaces + 1), *o = e;
+    if (!e) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != ' ') {
+            *o++ = text[i];
+            continue;
+        }
+        memcpy(o, "\xe2\x96\x81", 3);
+        o += 3;
+    }
+    *out_len = (size_t)(o - e);
+    return e;
+}
+
 int kiln_bpe_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kiln_ids *out, kiln_err *err) {
     kiln_words w = {0};
     bpe b = {.t = t};
-    char *enc = NULL;
+    char *enc = NULL, *escaped = NULL;
     int rc = -1;
+    if (t->spm_bpe) {
+        if (!(escaped = escape_spaces(text, len, &len))) {
+            rc = kiln_fail(err, NULL, NULL, -1, "out of memory");
+            goto done;
+        }
+        text = escaped;
+    }
     if (kiln_pretok_split(t->pretok, text, len, &w, err) < 0) goto done;
     size_t longest = 0;
     for (size_t i = 0, start = 0; i < w.n; start = w.end[i++])
@@ -158,7 +205,8 @@ int kiln_bpe_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kil
     b.buf = enc;
     for (size_t i = 0, start = 0; i < w.n; start = w.end[i++]) {
         size_t n = 0;
-        for (size_t j = start; j < w.end[i]; j++) {
+        for (size_t j = start; j < w.end[i] && t->spm_bpe; j++) enc[n++] = w.buf[j];
+        for (size_t j = start; j < w.end[i] && !t->spm_bpe; j++) {
             uint32_t cp = byte_to_cp((unsigned char)w.buf[j]);
             if (cp < 0x80) {
                 enc[n++] = (char)cp;
@@ -175,6 +223,7 @@ int kiln_bpe_tokenize(const kiln_tokenizer *t, const char *text, size_t len, kil
     rc = 0;
 done:
     kiln_words_free(&w);
+    free(escaped);
     free(enc);
     free(b.sym);
     free(b.heap.v);

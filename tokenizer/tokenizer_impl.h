@@ -55,6 +55,7 @@ struct kiln_tokenizer {
     char *merge_blob;
     int32_t bos, eos, unk;
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    bool spm_bpe;           /* BPE over UTF-8 with spaces as U+2581 (pretok flags) */
     int32_t *special;       /* special-token candidates, longest first */
     uint32_t n_special;
     char *pieces;           /* kiln_token_piece() strings */
@@ -106,6 +107,9 @@ typedef struct kiln_pretok_flags {
     bool ignore_merges; /* whole words that are tokens skip the merges */
     bool add_bos;       /* default add_bos before tokenizer.ggml.add_bos_token */
     bool no_bos;        /* the vocabulary has no default BOS */
+    bool spm_bpe;       /* SentencePiece-style BPE (llama.cpp's Gemma 4 type): spaces
+                           escaped to U+2581, words kept as UTF-8 (no GPT-2 byte
+                           encoding), <0xXX> byte fallback, add_bos forced on */
 } kiln_pretok_flags;
 
 /* Compiles the splitter for a tokenizer.ggml.pre value (`pre` NULL or ""

