@@ -135,11 +135,18 @@ static void f32_to_half(const float *src, uint16_t *dst, int64_t n, bool bf16) {
 }
 
 /* gguf-py turns BF16 into f32 and back, which sets a NaN's quiet bit.
- * NaNs are rare: the common case is one vectorized read-only pass. */
-static bool bf16_has_nan(const uint16_t *p, int64_t n) {
+ * NaNs are rare: the common case is one vectorized read-only pass. The
+ * values may sit at odd offsets of a mapped safetensors file (its header
+ * has any length), hence the byte-wise loads. */
+static bool bf16_has_nan(const void *p, int64_t n) {
+    const uint8_t *b = p;
     uint16_t any = 0;
 #pragma omp simd reduction(| : any)
-    for (int64_t i = 0; i < n; i++) any |= (uint16_t)((p[i] & 0x7fff) > 0x7f80);
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t v;
+        memcpy(&v, b + 2 * i, sizeof v);
+        any |= (uint16_t)((v & 0x7fff) > 0x7f80);
+    }
     return any != 0;
 }
 
