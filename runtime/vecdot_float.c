@@ -394,8 +394,10 @@ typedef float (*rowdot_fn)(const void *w, const float *x, int64_t n);
  * thread the OS holds back leaves its blocks to the others), each block
  * against VB_TOK tokens at a time, so that the block's rows and the
  * tokens' activations stay in L2 when many tokens take this path (row
- * counts tinyBLAS declines, such as qwen2's 1027-row output). */
-static void vec_rows(rowdot_fn dot, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_out,
+ * counts tinyBLAS declines, such as qwen2's 1027-row output). Inlined
+ * with a constant `dot`, so that the row dot inlines too: an indirect
+ * call per (row, token) cost a fifth of small models' time. */
+INLINE void vec_rows(rowdot_fn dot, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_out,
                      int64_t n_tokens, float *y) {
     const int64_t nrb = (n_out + VB_ROWS - 1) / VB_ROWS;
 #pragma omp for schedule(dynamic, 1) nowait
@@ -610,8 +612,9 @@ AVX512 static float vec512_f32(const void *w, const float *x, int64_t n) {
 
 AVX512 void kiln_fggml_vec_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                                  int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-    vec_rows(type == KILN_F16 ? vec512_f16 : type == KILN_BF16 ? vec512_bf16 : vec512_f32, w, row_bytes, x, n, n_out,
-             n_tokens, y);
+    if (type == KILN_F16) vec_rows(vec512_f16, w, row_bytes, x, n, n_out, n_tokens, y);
+    else if (type == KILN_BF16) vec_rows(vec512_bf16, w, row_bytes, x, n, n_out, n_tokens, y);
+    else vec_rows(vec512_f32, w, row_bytes, x, n, n_out, n_tokens, y);
 }
 
 /* AVX2 (no AVX-512): the same orders. Each 16-lane accumulator of the
@@ -687,8 +690,9 @@ AVX2 static float vec256_f32(const void *w, const float *x, int64_t n) {
 
 AVX2 void kiln_fggml_vec_avx2(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                               int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-    vec_rows(type == KILN_F16 ? vec256_f16 : type == KILN_BF16 ? vec256_bf16 : vec256_f32, w, row_bytes, x, n, n_out,
-             n_tokens, y);
+    if (type == KILN_F16) vec_rows(vec256_f16, w, row_bytes, x, n, n_out, n_tokens, y);
+    else if (type == KILN_BF16) vec_rows(vec256_bf16, w, row_bytes, x, n, n_out, n_tokens, y);
+    else vec_rows(vec256_f32, w, row_bytes, x, n, n_out, n_tokens, y);
 }
 
 /* tinyBLAS's order, AVX2 blocking. The 16 lanes of an output are 16
