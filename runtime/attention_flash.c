@@ -97,7 +97,7 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
 /* gpt-oss's sink logit s of the head, after every cell, as ggml's kernels
  * add it: a new maximum rescales the (f32) accumulator and the sum by
  * expf(M - s), otherwise the sum takes expf(s - M). */
-static void sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
+void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
     float ms = 1.0f, vs = 1.0f;
     if (s > *M) {
         ms = expf(*M - s);
@@ -161,7 +161,7 @@ static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
             h_mad(acc, kiln_kv_v(kv, il, j) + off, vs, hd);
             S = S * ms + vs;
         }
-        if (sinks) sink_step(sinks[h], &M, &S, acc, hd);
+        if (sinks) kiln_attn_sink_step(sinks[h], &M, &S, acc, hd);
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
         for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
     }
@@ -341,7 +341,7 @@ static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, in
         fa_gemm(w->vkq, hd, w->kq, FA_TILE, kiln_kv_v(kv, il, c0) + off, kv->row, nq, n_used, (int)hd);
     }
     const float *sinks = layer_sinks(c, il);
-    for (int i = 0; i < nq && sinks; i++) sink_step(sinks[h], &w->m[i], &w->s[i], w->vkq + i * hd, hd);
+    for (int i = 0; i < nq && sinks; i++) kiln_attn_sink_step(sinks[h], &w->m[i], &w->s[i], w->vkq + i * hd, hd);
     for (int i = 0; i < nq; i++) {
         const float inv = w->s[i] == 0.0f ? 0.0f : 1.0f / w->s[i];
         float *o = c->att + (t0 + i) * n_q + h * hd;

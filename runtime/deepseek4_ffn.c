@@ -118,16 +118,10 @@ int kiln_ds4_ffn(kiln_ctx *c, int64_t il, const int32_t *tokens, const float *x,
         route(hp, c->router + t * n_exp, bias, hash ? hash + (int64_t)tokens[t] * k : NULL, c->sel + t * k,
               c->sel_w + t * k);
     for (int e = 0; e < (int)n_exp; e++) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n * k; i++)
-            if (c->sel[i] == e) c->rows[m++] = (int32_t)i;
+        int64_t m = kiln_moe_rows_of(c->sel, n * k, e, c->rows);
         if (m > 0 && run_expert(c, L, e, x, m, err) < 0) return -1;
     }
-    for (int64_t t = 0; t < n; t++) {
-        float *o = out + t * d;
-        memcpy(o, c->slot_out + t * k * d, (size_t)d * sizeof(float));
-        for (int64_t j = 1; j < k; j++) kiln_vec_add(o, c->slot_out + (t * k + j) * d, d);
-    }
+    kiln_moe_sum_slots(c->slot_out, n, k, d, out);
     /* the shared expert, then ffn_out = moe_out + shexp */
     if (kiln_ds4_matmul(c, L->up_shexp, x, n, c->ff_b, err) < 0 ||
         kiln_ds4_matmul(c, L->gate_shexp, x, n, c->ff_a, err) < 0)

@@ -25,19 +25,6 @@
 
 #define FA_TILE 64 /* GGML_FA_TILE_Q and GGML_FA_TILE_KV */
 
-/* The sink logit s after every cell, as ggml's kernels add it. */
-static void sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
-    float ms = 1.0f, vs = 1.0f;
-    if (s > *M) {
-        ms = expf(*M - s);
-        *M = s;
-        for (int64_t d = 0; d < hd; d++) acc[d] *= ms;
-    } else {
-        vs = expf(s - *M);
-    }
-    *S = *S * ms + vs;
-}
-
 /* One Q tile (queries t0 .. t0 + nq - 1) of head h. kq: FA_TILE^2,
  * acc: FA_TILE x hd, m, s: FA_TILE. */
 static void tile(const kiln_ds4_view *v, const float *q, int64_t nh, int64_t hd, int64_t h, int64_t t0, int nq,
@@ -91,7 +78,7 @@ static void tile(const kiln_ds4_view *v, const float *q, int64_t nh, int64_t hd,
             }
     }
     for (int i = 0; i < nq; i++) {
-        sink_step(sink, &m[i], &s[i], acc + i * hd, hd);
+        kiln_attn_sink_step(sink, &m[i], &s[i], acc + i * hd, hd);
         const float inv = s[i] == 0.0f ? 0.0f : 1.0f / s[i];
         float *o = att + ((t0 + i) * nh + h) * hd;
         for (int64_t d = 0; d < hd; d++) o[d] = acc[i * hd + d] * inv;

@@ -118,6 +118,10 @@ void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap);
 void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);
 /* Floats of c->work each worker of kiln_attend_flash needs. */
 int64_t kiln_attend_flash_scratch(int64_t head_dim);
+/* A head's attention-sink logit s folded into a flash row's running
+ * maximum *M, sum *S and accumulator acc (hd values), as ggml adds it
+ * after every cell (attention_flash.c; deepseek4_flash.c too). */
+void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd);
 
 /* Gemma's block il (gemma.c): four RMS norms around attention and a GELU
  * gated FFN. */
@@ -162,5 +166,12 @@ int kiln_ffn(kiln_ctx *c, const kiln_tensor *gate, const kiln_tensor *gate_b, co
 /* Mixture-of-experts FFN of block il (plus qwen2moe's shared expert) of x
  * (n rows) into out. */
 int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *out, kiln_err *err);
+/* The slots (token t's j-th chosen expert is slot t * k + j) that chose
+ * expert e, ascending, into rows; returns how many (moe.c, and
+ * deepseek4_ffn.c's own routing). */
+int64_t kiln_moe_rows_of(const int32_t *sel, int64_t n_slots, int e, int32_t *rows);
+/* out[t] = the sum of token t's k slot outputs (d floats each), in slot
+ * order, as ggml adds the experts' views. */
+void kiln_moe_sum_slots(const float *slot_out, int64_t n, int64_t k, int64_t d, float *out);
 
 #endif

@@ -142,6 +142,21 @@ static int run_expert(kiln_ctx *c, const kiln_layer *L, int e, const float *x, i
     return 0;
 }
 
+int64_t kiln_moe_rows_of(const int32_t *sel, int64_t n_slots, int e, int32_t *rows) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n_slots; i++)
+        if (sel[i] == e) rows[m++] = (int32_t)i;
+    return m;
+}
+
+void kiln_moe_sum_slots(const float *slot_out, int64_t n, int64_t k, int64_t d, float *out) {
+    for (int64_t t = 0; t < n; t++) {
+        float *o = out + t * d;
+        memcpy(o, slot_out + t * k * d, (size_t)d * sizeof(float));
+        for (int64_t j = 1; j < k; j++) kiln_vec_add(o, slot_out + (t * k + j) * d, d);
+    }
+}
+
 /* qwen2moe: out += sigmoid(gate_inp_shexp . x) * swiglu_ffn_shexp(x). */
 static int shared_expert(kiln_ctx *c, const kiln_layer *L, const float *x, int64_t n, float *out,
                          kiln_err *err) {
@@ -171,16 +186,10 @@ int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *ou
         route(hp, c->p.mode, c->router + t * n_exp, bias, sel_buf, c->sel + t * k, c->sel_w + t * k);
     free(sel_buf);
     for (int e = 0; e < (int)n_exp; e++) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n * k; i++)
-            if (c->sel[i] == e) c->rows[m++] = (int32_t)i;
+        int64_t m = kiln_moe_rows_of(c->sel, n * k, e, c->rows);
         if (m > 0 && run_expert(c, L, e, x, m, err) < 0) return -1;
     }
-    for (int64_t t = 0; t < n; t++) {
-        float *o = out + t * d;
-        memcpy(o, c->slot_out + t * k * d, (size_t)d * sizeof(float));
-        for (int64_t j = 1; j < k; j++) kiln_vec_add(o, c->slot_out + (t * k + j) * d, d);
-    }
+    kiln_moe_sum_slots(c->slot_out, n, k, d, out);
     if (L->ffn_gate_inp_shexp) return shared_expert(c, L, x, n, out, err);
     return 0;
 }
