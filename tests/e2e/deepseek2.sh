@@ -143,19 +143,6 @@ expect_fail "v_head_dim disagreeing with kv_b_proj: refused, naming the key" \
 
 # peak RSS of the FP8 convert: inline dequantization, no BF16 copy; the
 # largest tensor here is tiny, so the bound is the process's constant
-if [ -x /usr/bin/time ]; then
-    if /usr/bin/time -v "$KILN" convert "$T/ds3-tiny-fp8" --outtype bf16 -o "$T/rss.gguf" 2> "$T/time.txt"; then
-        rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$T/time.txt")
-        if [ -n "$rss" ] && [ "$rss" -lt 65536 ]; then
-            ok "FP8 convert peak RSS ${rss} KiB (< 64 MiB)"
-        else
-            bad "FP8 convert peak RSS < 64 MiB" "${rss:-?} KiB"
-        fi
-    else
-        bad "FP8 convert under /usr/bin/time" "$(tail -3 "$T/time.txt")"
-    fi
-else
-    skipt "FP8 convert peak RSS (no GNU time)"
-fi
+peak_rss_below "FP8 convert" 65536 "$KILN" convert "$T/ds3-tiny-fp8" --outtype bf16 -o "$T/rss.gguf"
 
 finish

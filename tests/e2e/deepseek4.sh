@@ -173,19 +173,6 @@ expect_fail "a checkpoint whose index misses an expert: refused" 'layers\.1\.ffn
     "$KILN" convert "$T/bad" -o "$T/bad.gguf"
 
 # peak RSS of the FP8 convert: inline dequantization and repacking
-if [ -x /usr/bin/time ]; then
-    if /usr/bin/time -v "$KILN" convert "$T/ds4-tiny-fp8" -o "$T/rss.gguf" 2> "$T/time.txt"; then
-        rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$T/time.txt")
-        if [ -n "$rss" ] && [ "$rss" -lt 65536 ]; then
-            ok "FP8 convert peak RSS ${rss} KiB (< 64 MiB)"
-        else
-            bad "FP8 convert peak RSS < 64 MiB" "${rss:-?} KiB"
-        fi
-    else
-        bad "FP8 convert under /usr/bin/time" "$(tail -3 "$T/time.txt")"
-    fi
-else
-    skipt "FP8 convert peak RSS (no GNU time)"
-fi
+peak_rss_below "FP8 convert" 65536 "$KILN" convert "$T/ds4-tiny-fp8" -o "$T/rss.gguf"
 
 finish

@@ -41,6 +41,26 @@ expect_fail() {
 
 finish() { echo "1..$_n"; exit $_failed; }
 
+# peak_rss_below WHAT KIB CMD...: CMD's peak RSS (GNU time) is under KIB
+# KiB; a skip without GNU time.
+peak_rss_below() {
+    _what=$1 _lim=$2; shift 2
+    if [ ! -x /usr/bin/time ]; then
+        skipt "$_what peak RSS (no GNU time)"
+        return
+    fi
+    if ! /usr/bin/time -v "$@" 2> "$T/time.txt" > /dev/null; then
+        bad "$_what under /usr/bin/time" "$(tail -3 "$T/time.txt")"
+        return
+    fi
+    _rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$T/time.txt")
+    if [ -n "$_rss" ] && [ "$_rss" -lt "$_lim" ]; then
+        ok "$_what peak RSS ${_rss} KiB (< $((_lim / 1024)) MiB)"
+    else
+        bad "$_what peak RSS < $((_lim / 1024)) MiB" "${_rss:-?} KiB"
+    fi
+}
+
 # jq_true FILE FILTER [JQ-OPTION...]: FILTER over the JSON in FILE yields
 # exactly one value, true (a value that is only truthy, or a jq error, fails).
 # FILTER may use `meta`, a GGUF report's metadata as one {key: value} object.
