@@ -73,4 +73,23 @@ int kiln_cli_memory_opt(kiln_cli_memory *mm, int opt, const char *arg, const cha
  * unless quiet). */
 void kiln_cli_memory_decide(kiln_cli_memory *mm, uint64_t model_bytes, const char *cmd, bool quiet);
 
+/* -c/--ctx-size N, -b/--batch-size N, --chunks N and -t/--threads N:
+ * how `kiln perplexity` and `kiln diff --activations` cut the text into
+ * chunks and how many threads evaluate them. The caller sets the
+ * defaults; 0 is "not given". */
+typedef struct kiln_cli_eval {
+    uint64_t n_ctx, n_batch, n_chunks, threads;
+    bool ctx_given;
+} kiln_cli_eval;
+
+enum { KILN_OPT_CHUNKS = 0x4e00 };
+#define KILN_CLI_EVAL_OPTIONS                                                                        \
+    {"ctx-size", required_argument, 0, 'c'}, {"batch-size", required_argument, 0, 'b'},             \
+        {"chunks", required_argument, 0, KILN_OPT_CHUNKS}, {"threads", required_argument, 0, 't'}
+#define KILN_CLI_EVAL_SHORT "c:b:t:"
+
+/* Takes getopt's value opt as kiln_cli_memory_opt does: 1 when it was one
+ * of these options, 0 when not, -1 after a usage error. */
+int kiln_cli_eval_opt(kiln_cli_eval *e, int opt, const char *arg, const char *cmd);
+
 #endif

@@ -47,47 +47,29 @@ static const char *USAGE =
 
 typedef struct opts {
     const char *model, *text, *save, *base;
-    uint64_t n_ctx, n_batch, n_chunks, threads;
-    bool ctx_given, exact, f16, force, json, quiet;
+    kiln_cli_eval ev;
+    bool exact, f16, force, json, quiet;
     kiln_cli_memory mem;
 } opts;
 
-enum { O_CHUNKS = 256, O_EXACT, O_SAVE, O_F16, O_KLD, O_FORCE, O_JSON };
+enum { O_EXACT = 256, O_SAVE, O_F16, O_KLD, O_FORCE, O_JSON };
 
 static int parse(int argc, char **argv, opts *o) {
     static const struct option lo[] = {
-        {"file", required_argument, 0, 'f'},     {"ctx-size", required_argument, 0, 'c'},
-        {"batch-size", required_argument, 0, 'b'}, {"chunks", required_argument, 0, O_CHUNKS},
-        {"threads", required_argument, 0, 't'},  {"exact", no_argument, 0, O_EXACT},
+        {"file", required_argument, 0, 'f'},     KILN_CLI_EVAL_OPTIONS,
+        {"exact", no_argument, 0, O_EXACT},
         {"save-logits", required_argument, 0, O_SAVE}, {"logits-f16", no_argument, 0, O_F16},
         {"kl-divergence", required_argument, 0, O_KLD}, {"force", no_argument, 0, O_FORCE},
         {"json", no_argument, 0, O_JSON},        {"quiet", no_argument, 0, 'q'},
         KILN_CLI_MEMORY_OPTIONS,
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
-    *o = (opts){.n_ctx = 512, .n_batch = 2048};
+    *o = (opts){.ev = {.n_ctx = 512, .n_batch = 2048}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:c:b:t:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:" KILN_CLI_EVAL_SHORT "qh", lo, NULL)) != -1) {
         switch (c) {
         case 'f': o->text = optarg; break;
-        case 'c':
-            o->ctx_given = true;
-            if (!kiln_parse_u64(optarg, &o->n_ctx) || o->n_ctx < 4 || o->n_ctx > (1u << 24))
-                return kiln_cli_usage_error("perplexity", "-c needs a context of at least 4 tokens");
-            break;
-        case 'b':
-            if (!kiln_parse_u64(optarg, &o->n_batch) || o->n_batch == 0)
-                return kiln_cli_usage_error("perplexity", "-b needs a positive number");
-            break;
-        case O_CHUNKS:
-            if (!kiln_parse_u64(optarg, &o->n_chunks) || o->n_chunks == 0)
-                return kiln_cli_usage_error("perplexity", "--chunks needs a positive number");
-            break;
-        case 't':
-            if (!kiln_parse_u64(optarg, &o->threads) || o->threads == 0 || o->threads > 1024)
-                return kiln_cli_usage_error("perplexity", "--threads needs a positive number");
-            break;
         case O_EXACT: o->exact = true; break;
         case O_SAVE: o->save = optarg; break;
         case O_F16: o->f16 = true; break;
@@ -96,10 +78,12 @@ static int parse(int argc, char **argv, opts *o) {
         case O_JSON: o->json = true; break;
         case 'q': o->quiet = true; break;
         case 'h': fputs(USAGE, stdout); return -1;
-        case KILN_OPT_MAX_MEMORY: case KILN_OPT_LAYER_MAJOR: case KILN_OPT_SCRATCH_DIR:
-            if (kiln_cli_memory_opt(&o->mem, c, optarg, "perplexity") < 0) return KILN_EXIT_USAGE;
-            break;
-        default: return kiln_cli_usage_error("perplexity", "unknown option");
+        default: {
+            const int took = kiln_cli_eval_opt(&o->ev, c, optarg, "perplexity");
+            const int mem = took ? took : kiln_cli_memory_opt(&o->mem, c, optarg, "perplexity");
+            if (mem < 0) return KILN_EXIT_USAGE;
+            if (!mem) return kiln_cli_usage_error("perplexity", "unknown option");
+        }
         }
     }
     if (optind != argc - 1) return kiln_cli_usage_error("perplexity", "expects exactly one MODEL");
@@ -206,8 +190,8 @@ int kiln_cmd_perplexity(int argc, char **argv) {
     opts o;
     int prc = parse(argc, argv, &o);
     if (prc) return prc < 0 ? KILN_EXIT_OK : prc;
-    if (o.threads) omp_set_num_threads((int)o.threads);
-    int threads = o.threads ? (int)o.threads : omp_get_max_threads();
+    if (o.ev.threads) omp_set_num_threads((int)o.ev.threads);
+    int threads = o.ev.threads ? (int)o.ev.threads : omp_get_max_threads();
 
     kiln_err err = {{0}};
     size_t len = 0;
@@ -224,9 +208,9 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         .layer_major = mem.layer_major,
         .max_memory = mem.max_memory,
         .scratch_dir = mem.scratch_dir,
-        .n_ctx = o.base && !o.ctx_given ? 0 : (int64_t)o.n_ctx,
-        .n_batch = (int64_t)o.n_batch,
-        .n_chunks = (int64_t)o.n_chunks,
+        .n_ctx = o.base && !o.ev.ctx_given ? 0 : (int64_t)o.ev.n_ctx,
+        .n_batch = (int64_t)o.ev.n_batch,
+        .n_chunks = (int64_t)o.ev.n_chunks,
         .mode = o.exact ? KILN_NUM_EXACT : KILN_NUM_GGML,
         .save_path = o.save,
         .save_f16 = o.f16,
@@ -239,7 +223,7 @@ int kiln_cmd_perplexity(int argc, char **argv) {
         if (p.n_ctx) printf("n_ctx=%lld", (long long)p.n_ctx);
         else printf("n_ctx and chunks from %s", o.base);
         /* each chunk is evaluated alone, so a batch never exceeds it */
-        uint64_t nb = p.n_ctx && o.n_batch > o.n_ctx ? o.n_ctx : o.n_batch;
+        uint64_t nb = p.n_ctx && o.ev.n_batch > o.ev.n_ctx ? o.ev.n_ctx : o.ev.n_batch;
         printf(", batch_size=%s%llu, %d thread%s, %s numbers\n", p.n_ctx ? "" : "at most ",
                (unsigned long long)nb, threads, threads == 1 ? "" : "s", o.exact ? "exact" : "ggml");
     }

@@ -49,20 +49,19 @@ static const char *USAGE =
     "exit status: 0 success, 1 an error (e.g. A and B are different networks),\n"
     "2 usage error\n";
 
-enum { O_CHUNKS = 256, O_EXACT, O_JSON, O_TSV, O_CHOSEN };
+enum { O_EXACT = 256, O_JSON, O_TSV, O_CHOSEN };
 
 typedef struct opts {
     const char *text, *a, *b;
-    uint64_t n_ctx, n_batch, n_chunks, threads;
+    kiln_cli_eval ev;
     bool exact, json, tsv;
 } opts;
 
 /* Returns 0, -1 after --help, or the usage exit code. */
 static int parse(const char *cmd, int argc, char **argv, opts *o) {
     static const struct option lo[] = {
-        {"file", required_argument, 0, 'f'},    {"ctx-size", required_argument, 0, 'c'},
-        {"batch-size", required_argument, 0, 'b'}, {"chunks", required_argument, 0, O_CHUNKS},
-        {"threads", required_argument, 0, 't'}, {"exact", no_argument, 0, O_EXACT},
+        {"file", required_argument, 0, 'f'},    KILN_CLI_EVAL_OPTIONS,
+        {"exact", no_argument, 0, O_EXACT},
         {"json", no_argument, 0, O_JSON},       {"tsv", no_argument, 0, O_TSV},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {"activations", no_argument, 0, O_CHOSEN}, {"layers", no_argument, 0, O_CHOSEN},
@@ -71,32 +70,20 @@ static int parse(const char *cmd, int argc, char **argv, opts *o) {
     *o = (opts){0};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:c:b:t:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:" KILN_CLI_EVAL_SHORT "qh", lo, NULL)) != -1) {
         switch (c) {
         case 'f': o->text = optarg; break;
-        case 'c':
-            if (!kiln_parse_u64(optarg, &o->n_ctx) || o->n_ctx < 4 || o->n_ctx > (1u << 24))
-                return kiln_cli_usage_error(cmd, "-c needs a context of at least 4 tokens");
-            break;
-        case 'b':
-            if (!kiln_parse_u64(optarg, &o->n_batch) || !o->n_batch || o->n_batch > (1u << 24))
-                return kiln_cli_usage_error(cmd, "-b needs a positive number");
-            break;
-        case O_CHUNKS:
-            if (!kiln_parse_u64(optarg, &o->n_chunks) || !o->n_chunks || o->n_chunks > (1u << 30))
-                return kiln_cli_usage_error(cmd, "--chunks needs a positive number");
-            break;
-        case 't':
-            if (!kiln_parse_u64(optarg, &o->threads) || !o->threads || o->threads > 1024)
-                return kiln_cli_usage_error(cmd, "--threads needs a positive number");
-            break;
         case O_EXACT: o->exact = true; break;
         case O_JSON: o->json = true; break;
         case O_TSV: o->tsv = true; break;
         case 'q': kiln_progress_quiet = true; break;
         case O_CHOSEN: break;
         case 'h': fputs(USAGE, stdout); return -1;
-        default: return kiln_cli_usage_error(cmd, "unknown option");
+        default: {
+            const int took = kiln_cli_eval_opt(&o->ev, c, optarg, cmd);
+            if (took < 0) return KILN_EXIT_USAGE;
+            if (!took) return kiln_cli_usage_error(cmd, "unknown option");
+        }
         }
     }
     if (optind != argc - 2) return kiln_cli_usage_error(cmd, "expects two models, A and B");
@@ -230,15 +217,15 @@ int kiln_probe_cli(const char *cmd, int argc, char **argv) {
     opts o;
     int rc = parse(cmd, argc, argv, &o);
     if (rc) return rc < 0 ? KILN_EXIT_OK : rc;
-    if (o.threads) omp_set_num_threads((int)o.threads);
+    if (o.ev.threads) omp_set_num_threads((int)o.ev.threads);
     kiln_err err = {{0}};
     size_t len = 0;
     char *text = kiln_read_text(o.text, &len, &err);
     if (!text) return kiln_cli_fail(&err);
     kiln_model *a = kiln_model_load(o.a, &err), *b = a ? kiln_model_load(o.b, &err) : NULL;
     kiln_progress pr = {0};
-    kiln_probe_params p = {.path_a = o.a, .path_b = o.b, .n_ctx = (int64_t)o.n_ctx, .n_batch = (int64_t)o.n_batch,
-                           .n_chunks = (int64_t)o.n_chunks, .mode = o.exact ? KILN_NUM_EXACT : KILN_NUM_GGML,
+    kiln_probe_params p = {.path_a = o.a, .path_b = o.b, .n_ctx = (int64_t)o.ev.n_ctx, .n_batch = (int64_t)o.ev.n_batch,
+                           .n_chunks = (int64_t)o.ev.n_chunks, .mode = o.exact ? KILN_NUM_EXACT : KILN_NUM_GGML,
                            .on_chunk = on_chunk, .user = &pr};
     kiln_probe_result r;
     memset(&r, 0, sizeof r);
