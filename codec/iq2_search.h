@@ -3,8 +3,9 @@
  * order of operations so that the blocks are llama.cpp's):
  *
  *   - rounding 8 magnitudes to the 3-level lattice and, off the grid,
- *     moving to the neighbour of best weighted fit (the scan itself, and
- *     the sign split and fit sums, are grid_search.h's, shared with IQ3),
+ *     moving to the neighbour of best weighted fit (the scan itself is
+ *     iq2_scan.h's; the sign split and fit sums are grid_search.h's,
+ *     shared with IQ3),
  *   - IQ2_XS's and IQ2_S's whole search of a group of 16 (19 trial scales,
  *     then a refit of the groups of 8 that fell off the grid).
  *
@@ -17,12 +18,14 @@
 #include <stdint.h>
 
 #include "grid_search.h"
+#include "iq2_scan.h"
 #include "iq2_tables.h"
 
 /* A grid's neighbour map with the scan for the current SIMD level. */
 typedef struct kiln_iq2_ctx {
     const kiln_iq2_search *s;
-    kiln_grid_scan_fn scan;
+    kiln_iq2_scan_fn scan;
+    uint32_t (*round)(const float *xval, float id, int8_t *L); /* levels and key */
 } kiln_iq2_ctx;
 
 /* Fills *c for grid `id` at the SIMD level kiln_simd() allows now.

@@ -262,6 +262,7 @@
 const uint64_t kiln_iq2xxs_grid[KILN_IQ2XXS_GRID] = {IQ2XXS_POINTS(P_DECODED)};
 const uint64_t kiln_iq2xxs_grid_odd[KILN_IQ2XXS_GRID] = {IQ2XXS_POINTS(P_ODD)};
 static const uint16_t IQ2XXS_KEYS[KILN_IQ2XXS_GRID] = {IQ2XXS_POINTS(P_KEY)};
+const uint16_t *const kiln_iq2xxs_keys = IQ2XXS_KEYS;
 const uint64_t kiln_iq2xs_grid[KILN_IQ2XS_GRID] = {IQ2XS_POINTS(P_DECODED)};
 const uint64_t kiln_iq2xs_grid_odd[KILN_IQ2XS_GRID] = {IQ2XS_POINTS(P_ODD)};
 static const uint16_t IQ2XS_KEYS[KILN_IQ2XS_GRID] = {IQ2XS_POINTS(P_KEY)};
@@ -355,11 +356,13 @@ static void build(kiln_iq2_grid_id id) {
     kiln_iq2_list *lists = malloc((size_t)nlists * sizeof *lists);
     uint16_t *idx = malloc(total * sizeof *idx);
     uint8_t *q = malloc(8 * total);
-    if (!lists || !idx || !q) {
+    uint16_t *keys = malloc(total * sizeof *keys);
+    if (!lists || !idx || !q || !keys) {
         free(d2);
         free(lists);
         free(idx);
         free(q);
+        free(keys);
         return;
     }
     int li = 0;
@@ -375,6 +378,7 @@ static void build(kiln_iq2_grid_id id) {
         int npad = (n + 15) / 16 * 16;
         for (int j = n; j < npad; j++) idx[start + j] = idx[start + n - 1];
         for (int j = 0; j < npad; j++) {
+            keys[start + j] = g->keys[idx[start + j]];
             uint64_t p = g->odd[idx[start + j]];
             for (int i = 0; i < 8; i++) q[8 * (size_t)start + (size_t)i * npad + j] = (uint8_t)(p >> 8 * i);
         }
@@ -387,6 +391,7 @@ static void build(kiln_iq2_grid_id id) {
     s->lists = lists;
     s->idx = idx;
     s->q = q;
+    s->keys = keys;
     s->nlists = nlists;
     g_ok[id] = 1;
 }

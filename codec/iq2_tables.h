@@ -42,6 +42,10 @@ extern const uint8_t kiln_iq2_signs[128];
  * keys are < KILN_IQ2_KEYS). */
 #define KILN_IQ2_KEYS 0xAAABu
 
+/* IQ2_XXS's points as keys, by grid index (the decoders that expand a
+ * point from its levels in registers read them). */
+extern const uint16_t *const kiln_iq2xxs_keys;
+
 /* Where the quantizer goes for a point that may be off the grid.
  *
  * map[key] >= 0: the point is grid entry map[key].
@@ -65,6 +69,7 @@ typedef struct kiln_iq2_search {
     const kiln_iq2_list *lists;
     const uint16_t *idx;
     const uint8_t *q;
+    const uint16_t *keys; /* keys[start + j]: entry j's key (iq2_scan.h) */
     const uint64_t *grid_odd; /* the grid, odd model */
     int nlists;
 } kiln_iq2_search;

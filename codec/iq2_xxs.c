@@ -14,8 +14,9 @@
  * 3-level lattice and, when that point is not one of the 256 grid entries,
  * scan its precomputed neighbours for the best weighted fit; the best
  * scale is then refitted once. The steps it shares with IQ2_XS and IQ2_S
- * are in iq2_search.c; the sign split and the neighbour scan (the hot
- * loop, with SIMD versions), shared with IQ3 too, in grid_search.c.
+ * are in iq2_search.c, the neighbour scan (the hot loop, with SIMD
+ * versions) in iq2_scan.c; the sign split, shared with IQ3 too, in
+ * grid_search.c.
  *
  * kiln_quantize_iq2_xxs (the codec's default) runs that search and kiln's
  * full-grid search (iq2_xxs_fit.c) on every row and keeps, block by block,
@@ -127,11 +128,16 @@ static float search_group(const kiln_iq2_ctx *c, const float *xval, const float 
     float eff_max = scale * 3;
     float best = 0;
     int have = 0; /* L holds grid points */
+    int8_t Lprev[32];
     for (int is = -6; is <= 6; ++is) {
         float id = (5 + is * 0.1f) / eff_max;
         float this_scale = 1 / id;
         for (int k = 0; k < 4; k++)
             kiln_iq2_to_grid(c, xval + 8 * k, waux + 8 * k, id, this_scale, Laux + 8 * k, NULL);
+        /* The same points as the scale before give the same sums, and the
+         * test below then leaves (or puts) exactly what it did: skip it. */
+        if (is > -6 && !memcmp(Laux, Lprev, 32)) continue;
+        memcpy(Lprev, Laux, 32);
         float sumqx, sumq2;
         kiln_grid_lattice_sums(32, xval, weight, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {

@@ -236,9 +236,10 @@ static float group_value(const kiln_iq2xxs_fit *f, int ib, float S, int g[4]) {
  * refit the scale to them, and keep the refit that scores best. 0 if none
  * fits (e.g. all weights zero). */
 static float group_scale(const kiln_iq2xxs_fit *f, int ib, float amax) {
-    float best_v = 0, best_s = 0;
+    float best_v = 0, best_s = 0, refits[sizeof SEEDS / sizeof SEEDS[0]];
+    int nrefits = 0;
     for (size_t c = 0; c < sizeof SEEDS / sizeof SEEDS[0]; c++) {
-        int g[4];
+        int g[4], again = 0;
         group_value(f, ib, amax / 43 * SEEDS[c], g);
         float sx = 0, s2 = 0;
         for (int k = 0; k < 4; k++) {
@@ -248,6 +249,11 @@ static float group_scale(const kiln_iq2xxs_fit *f, int ib, float amax) {
         if (!(s2 > 0)) continue;
         float s = 0.5f * sx / s2;
         if (!(s > 0)) continue;
+        /* Seeds that pick the same points refit to the same s, whose value
+         * was already weighed: it cannot beat best_v now. */
+        for (int r = 0; r < nrefits; r++) again |= refits[r] == s;
+        if (again) continue;
+        refits[nrefits++] = s;
         float v = group_value(f, ib, s, g);
         if (v > best_v) {
             best_v = v;
@@ -258,22 +264,23 @@ static float group_scale(const kiln_iq2xxs_fit *f, int ib, float amax) {
 }
 
 /* Best 4-bit scale for group ib under block scale d, starting from the
- * group's own scale s: tries the nearest code and its two neighbours. */
-static int group_code(const kiln_iq2xxs_fit *f, int ib, float d, float s, float *value) {
+ * group's own scale s: tries the nearest code and its two neighbours.
+ * Writes its value to *value and its points to g. */
+static int group_code(const kiln_iq2xxs_fit *f, int ib, float d, float s, float *value, int g[4]) {
     int l0 = kiln_nearest_int(0.5f * (8 * s / d - 1));
     float bv = -FLT_MAX;
     int bl = -1;
     for (int l = l0 - 1; l <= l0 + 1; l++) {
         if (l < 0 || l > 15) continue;
-        int g[4];
-        float v = group_value(f, ib, d * (float)(2 * l + 1) / 8, g);
+        int gl[4];
+        float v = group_value(f, ib, d * (float)(2 * l + 1) / 8, gl);
         if (v > bv) {
             bv = v;
             bl = l;
+            memcpy(g, gl, sizeof gl);
         }
     }
     if (bl < 0) { /* s far outside what d can express */
-        int g[4];
         bl = l0 < 0 ? 0 : 15;
         bv = group_value(f, ib, d * (float)(2 * bl + 1) / 8, g);
     }
@@ -315,23 +322,24 @@ void kiln_iq2xxs_fit_block(kiln_iq2xxs_fit *f, const float *x, const float *w,
     float d0 = fminf(8 * smax / 31, 65504.0f);
     float best_tot = -FLT_MAX;
     uint16_t best_dh = 0, last_dh = 0xffff;
-    int best_ls[8] = {0};
+    int best_ls[8] = {0}, best_g[8][4] = {{0}};
     for (int kd = D_LO; kd <= D_HI; kd++) {
         uint16_t dh = kiln_fp32_to_fp16(d0 * (1 + 0.02f * (float)kd));
         float d = kiln_fp16_to_fp32(dh);
         if (dh == last_dh || !(d > 0) || !isfinite(d)) continue;
         last_dh = dh;
         float tot = 0;
-        int ls[8];
+        int ls[8], gl[8][4];
         for (int ib = 0; ib < 8; ib++) {
             float v;
-            ls[ib] = group_code(f, ib, d, gs[ib], &v);
+            ls[ib] = group_code(f, ib, d, gs[ib], &v, gl[ib]);
             tot += v;
         }
         if (tot > best_tot) {
             best_tot = tot;
             best_dh = dh;
             memcpy(best_ls, ls, sizeof ls);
+            memcpy(best_g, gl, sizeof gl);
         }
     }
     if (!best_dh) { /* d underflows fp16: the block is noise around zero */
@@ -339,11 +347,9 @@ void kiln_iq2xxs_fit_block(kiln_iq2xxs_fit *f, const float *x, const float *w,
         return;
     }
 
-    const float d = kiln_fp16_to_fp32(best_dh);
     uint32_t q2[KILN_QK_K / 16] = {0};
     for (int ib = 0; ib < 8; ib++) {
-        int g[4];
-        group_value(f, ib, d * (float)(2 * best_ls[ib] + 1) / 8, g);
+        const int *g = best_g[ib]; /* the points group_code chose at this d */
         for (int k = 0; k < 4; k++) {
             const int o = 32 * ib + 8 * k;
             uint8_t signs = 0;

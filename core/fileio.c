@@ -120,6 +120,18 @@ int kiln_out_pad(kiln_outfile *f, uint64_t alignment, kiln_err *err) {
     return 0;
 }
 
+int kiln_out_skip(kiln_outfile *f, uint64_t n, kiln_err *err) {
+    if (!n) return 0;
+    if (flush_buf(f, err) < 0) return -1;
+    f->pos += n;
+    /* the file is extended at once, so a hole at its end counts in its size */
+    if (lseek(f->fd, (off_t)f->pos, SEEK_SET) < 0 || ftruncate(f->fd, (off_t)f->pos) != 0)
+        return kiln_fail(err, f->tmp_path, NULL, (int64_t)(f->pos - n), "cannot skip %llu bytes: %s",
+                         (unsigned long long)n, strerror(errno));
+    f->synced = f->pos;
+    return 0;
+}
+
 int kiln_out_close(kiln_outfile *f, kiln_err *err) {
     if (f->fd < 0) return 0;
     if (flush_buf(f, err) < 0) return -1;

@@ -35,6 +35,9 @@ int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err);
 int kiln_out_write(kiln_outfile *f, const void *data, uint64_t n, kiln_err *err);
 /* Writes zero bytes until pos is a multiple of `alignment`. */
 int kiln_out_pad(kiln_outfile *f, uint64_t alignment, kiln_err *err);
+/* Moves n bytes on without writing them: a hole that reads as zeros and,
+ * on filesystems with sparse files, takes no disk (kiln testmodel --sparse). */
+int kiln_out_skip(kiln_outfile *f, uint64_t n, kiln_err *err);
 /* Flushes and fsyncs, closes; the file keeps its .tmp name. */
 int kiln_out_close(kiln_outfile *f, kiln_err *err);
 /* Renames path.tmp to path and fsyncs the directory. */

@@ -311,17 +311,24 @@ int kiln_stw_next(kiln_stw *w, int64_t *idx, kiln_err *err) {
     return 1;
 }
 
-int kiln_stw_write(kiln_stw *w, const void *data, uint64_t n, kiln_err *err) {
+/* kiln_stw_write, or kiln_stw_skip when `hole` */
+static int put(kiln_stw *w, const void *data, uint64_t n, bool hole, kiln_err *err) {
     if (w->cur < 0) return kiln_fail(err, w->path, NULL, -1, "kiln_stw_write with no current tensor");
     stw_tensor *t = &w->t[w->cur];
     stw_file *f = &w->files[w->cur_file];
     if (n > t->nbytes - w->cur_done)
         return kiln_fail(err, f->path, t->name, (int64_t)f->out.pos, "%llu bytes more than its %llu",
                          (unsigned long long)(n - (t->nbytes - w->cur_done)), (unsigned long long)t->nbytes);
-    if (kiln_out_write(&f->out, data, n, err)) return -1;
+    if (hole ? kiln_out_skip(&f->out, n, err) : kiln_out_write(&f->out, data, n, err)) return -1;
     w->cur_done += n;
     return 0;
 }
+
+int kiln_stw_write(kiln_stw *w, const void *data, uint64_t n, kiln_err *err) {
+    return put(w, data, n, false, err);
+}
+
+int kiln_stw_skip(kiln_stw *w, uint64_t n, kiln_err *err) { return put(w, NULL, n, true, err); }
 
 const char *kiln_stw_name(const kiln_stw *w, int64_t idx) {
     return idx >= 0 && (uint64_t)idx < w->n ? w->t[idx].name : NULL;

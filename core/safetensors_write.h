@@ -64,6 +64,10 @@ int kiln_stw_next(kiln_stw *w, int64_t *idx, kiln_err *err);
  * overrun the tensor or the write fails. */
 int kiln_stw_write(kiln_stw *w, const void *data, uint64_t n, kiln_err *err);
 
+/* As kiln_stw_write(), but the `n` bytes are a hole (kiln_out_skip):
+ * zeros that take no disk. */
+int kiln_stw_skip(kiln_stw *w, uint64_t n, kiln_err *err);
+
 /* The declared name / byte size of tensor `idx` (owned by the writer). */
 const char *kiln_stw_name(const kiln_stw *w, int64_t idx);
 uint64_t kiln_stw_nbytes(const kiln_stw *w, int64_t idx);

@@ -120,9 +120,13 @@ kiln_imx_acc *kiln_imx_collector_get(kiln_imx_collector *c, const char *name, in
 
 /* llama-imatrix's choice: block weights always, the output projection on
  * request, nothing else (embeddings are not products; tied output
- * embeddings are left out as llama.cpp leaves them). */
+ * embeddings are left out as llama.cpp leaves them). And one kiln adds:
+ * deepseek4's output_hc_fn, a product over the residual streams like the
+ * blocks' hc_*_fn that llama-imatrix skips only for its name, so that a
+ * preset quantizing it with an imatrix finds one. */
 static bool wanted(const kiln_imx_collector *c, const char *name) {
-    return !strncmp(name, "blk.", 4) || (c->process_output && !strcmp(name, "output.weight"));
+    return !strncmp(name, "blk.", 4) || (c->process_output && !strcmp(name, "output.weight")) ||
+           !strcmp(name, "output_hc_fn.weight");
 }
 
 static int64_t experts_of(const kiln_imx_collector *c, const char *name) {

@@ -5,7 +5,8 @@
  * its matrices (the experts of a 3-D weight, else one), per input column:
  * the sum of x^2 and, when asked, the sum of x, plus the number of input
  * rows (tokens) seen. As llama-imatrix: only weights named "blk.*" are
- * collected, and output.weight only with process_output; an expert's
+ * collected, and output.weight only with process_output (kiln adds
+ * deepseek4's output_hc_fn.weight, see collect.c); an expert's
  * statistics come from exactly the tokens routed to it, and experts that
  * got none keep count 0.
  *

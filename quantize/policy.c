@@ -142,7 +142,9 @@ int kiln_quant_target_parse(const char *s, kiln_quant_target *t, kiln_err *err) 
 /* ---- tensor categories (llama.cpp's tensor_get_category) ---------------- */
 
 enum cat {
-    C_OTHER, C_OUTPUT, C_TOKEN_EMBD, C_ATTN_V, C_ATTN_K, C_ATTN_Q, C_ATTN_OUT, C_FFN_UP, C_FFN_GATE, C_FFN_DOWN
+    C_OTHER, C_OUTPUT, C_TOKEN_EMBD, C_ATTN_V, C_ATTN_K, C_ATTN_Q, C_ATTN_OUT, C_FFN_UP, C_FFN_GATE, C_FFN_DOWN,
+    C_DS4_HC,  /* deepseek4's hyper-connection mixers (kiln's own rules; llama.cpp has none) */
+    C_DS4_APE, /* deepseek4's compressor position biases (likewise) */
 };
 
 static enum cat category(const char *name) {
@@ -153,6 +155,8 @@ static enum cat category(const char *name) {
         /* attn_qkv and attn_kv_b carry V, so they share attn_v's rules */
         {"attn_qkv.weight", C_ATTN_V},   {"attn_kv_b.weight", C_ATTN_V}, {"attn_v.weight", C_ATTN_V},
         {"attn_k.weight", C_ATTN_K},     {"attn_q.weight", C_ATTN_Q},    {"attn_output.weight", C_ATTN_OUT},
+        {"hc_attn_fn.weight", C_DS4_HC}, {"hc_ffn_fn.weight", C_DS4_HC}, {"output_hc_fn.weight", C_DS4_HC},
+        {"compressor_ape.weight", C_DS4_APE},
         {"ffn_up", C_FFN_UP},            {"ffn_gate", C_FFN_GATE},       {"ffn_down", C_FFN_DOWN},
     };
     if (!strcmp(name, "output.weight")) return C_OUTPUT;
@@ -224,6 +228,17 @@ static const rule RULES[] = {
     /* MXFP4_MOE: experts MXFP4, every other weight Q8_0 */
     {PM(MXFP4_MOE), C_ANY, A_ANY, M_EXPERTS_TENSOR, P_ANY, 0, KILN_MXFP4, "MXFP4 for expert tensors"},
     {PM(MXFP4_MOE), C_ANY, A_ANY, M_ANY, P_ANY, 0, KILN_Q8_0, "Q8_0 for non-expert tensors"},
+
+    /* deepseek4 at 1 and 2 bits, where llama-quantize stops (no imatrix it
+     * can use for attn_output_a or output_hc_fn): kiln's choice. The
+     * hyper-connection mixers steer every residual stream through a
+     * sinkhorn and are a few per mille of the weights; the compressors'
+     * position biases are added to scores, never multiplied with an
+     * activation, so no imatrix can weigh them. Both stay near lossless. */
+    {PM_IQ_LOW | PM(Q2_K) | PM(Q2_K_S), C_DS4_HC, A_ANY, M_ANY, P_ANY, 0, KILN_Q8_0,
+     "deepseek4 hyper-connection mixer: Q8_0 at 1-2 bits (kiln's rule)"},
+    {PM_IQ_LOW | PM(Q2_K) | PM(Q2_K_S), C_DS4_APE, A_ANY, M_ANY, P_ANY, 0, KILN_Q8_0,
+     "deepseek4 compressor position bias: Q8_0 at 1-2 bits (kiln's rule)"},
 
     /* token_embd.weight (untied) */
     {PM(IQ2_XXS) | PM(IQ2_XS) | PM(IQ1_S) | PM(IQ1_M), C_TOKEN_EMBD, A_ANY, M_ANY, P_ANY, 0, KILN_Q2_K,

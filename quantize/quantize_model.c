@@ -119,6 +119,11 @@ static void quantize_chunk(job *j, int64_t ci, float *row) {
 
 int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
                              const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
+    const int64_t groups = imatrix && ne[2] * ne[3] == 1 ? kiln_imatrix_row_groups(imatrix, ne, 2) : 1;
+    if (groups > 1) { /* a grouped 2-D weight: its row groups as matrices, each with its columns' weights */
+        const int64_t as_groups[4] = {ne[0], ne[1] / groups, groups, 1};
+        return kiln_quantize_tensor(type, src, dst, as_groups, imatrix, zero_experts, err);
+    }
     int64_t ne0 = ne[0], nrows = ne[1], n_mat = ne[2] * ne[3], zero = 0;
     if (zero_experts) *zero_experts = 0;
     if (ne0 <= 0 || nrows <= 0 || n_mat <= 0) return 0;
@@ -455,13 +460,14 @@ static int check_imatrix(const char *in, kiln_quant_tensor *q, const kiln_quant_
                          kiln_type_name(q->plan.to), q->plan.to == KILN_Q2_K ? " (in the Q2_K_S mix)" : "", what);
     }
     if (!e) {
-        /* imatrix files never hold token_embd and output: not worth a word */
-        if (o->imatrix && !embd && !output)
+        /* imatrix files never hold token_embd and output: not worth a word;
+         * nor is a type whose quantizer takes no importance weights */
+        if (o->imatrix && !embd && !output && q->plan.to != KILN_Q8_0 && !is_float_type(q->plan.to))
             warn(r, "%s: no imatrix entry; quantized to %s without importance weights", q->name,
                  kiln_type_name(q->plan.to));
         return 0;
     }
-    if (e->n * e->n_mat != q->ne[0] * q->ne[2]) {
+    if (e->n * e->n_mat != q->ne[0] * q->ne[2] && kiln_imatrix_row_groups(e, q->ne, q->n_dims) == 1) {
         /* llama.cpp ignores a token_embd mismatch (old imatrix files carry
          * one of another shape) and refuses every other. */
         if (embd) {

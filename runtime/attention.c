@@ -29,7 +29,7 @@
 static void kqv_tinyblas(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att,
                          int64_t hd, float *acc, float *o) {
     memset(acc, 0, (size_t)(16 * hd) * sizeof *acc);
-    for (int64_t j = 0; j < n_att; j++) kiln_vec_axpy(acc + (j % 16) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
+    kiln_vec_axpy_cyclic(acc, 16, hd, kiln_kv_v(kv, il, 0) + off, kv->row, p, n_att, hd);
     kiln_reduce16_rows(acc, hd, o, hd);
 }
 
@@ -44,7 +44,7 @@ static void kqv_vecdot(const kiln_kv_cache *kv, int64_t il, int64_t off, const f
         memset(o, 0, (size_t)hd * sizeof *o); /* short rows: all in double */
     } else {
         memset(acc, 0, (size_t)(64 * hd) * sizeof *acc);
-        for (int64_t j = 0; j < nj; j++) kiln_vec_axpy(acc + (j % 64) * hd, kiln_kv_v(kv, il, j) + off, p[j], hd);
+        kiln_vec_axpy_cyclic(acc, 64, hd, kiln_kv_v(kv, il, 0) + off, kv->row, p, nj, hd);
         for (int64_t l = 0; l < 16; l++) {
             kiln_vec_add(acc + l * hd, acc + (32 + l) * hd, hd);
             kiln_vec_add(acc + (16 + l) * hd, acc + (48 + l) * hd, hd);
@@ -96,7 +96,7 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     const kiln_kv_cache *kv = &c->kv;
     const kiln_tensor *sink_t = c->m->layers[il].attn_sinks;
     const float *sinks = sink_t ? (const float *)sink_t->data : NULL;
-    /* threads only pay off once there is real work */
+    /* threads only pay off once there is real work (par.h) */
     const double work = (double)n * (double)nh * (double)n_kv * (double)hd;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (work > 1e6)
     for (int64_t job = 0; job < n * nh; job++) {
@@ -114,7 +114,7 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
             kqv_exact(kv, il, off, s, n_att, hd, o);
             continue;
         }
-        for (int64_t j = 0; j < n_att; j++) s[j] = kiln_vec_dot_f32(qh, kiln_kv_k(kv, il, j) + off, hd);
+        kiln_vec_dot_f32_rows(qh, kiln_kv_k(kv, il, 0) + off, kv->row, n_att, hd, s);
         for (int64_t j = n_att; j < n_kv; j++) s[j] = -INFINITY;
         kiln_mask_scores(s, lo, n_att, cap);
         if (sinks) kiln_softmax_sink(s, n_kv, scale, sinks[h], KILN_NUM_GGML); /* gpt-oss */
@@ -135,8 +135,7 @@ void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap) {
 static void head_norm(float *x, const kiln_tensor *w, int64_t n, int64_t width, float eps) {
     if (!w) return;
     const int64_t len = w->ne[0];
-    for (int64_t i = 0; i < n * (width / len); i++)
-        kiln_rms_norm(x + i * len, (const float *)w->data, x + i * len, len, eps);
+    kiln_rms_norm_rows(x, (const float *)w->data, x, n * (width / len), len, eps);
 }
 
 /* RoPE of block il: the sliding layers of a gemma have their own base. */

@@ -109,6 +109,20 @@ void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
     *S = *S * ms + vs;
 }
 
+void kiln_attn_one_chunk_step(float s, const float *v, float *M, float *S, float *acc, int64_t hd) {
+    float ms = 1.0f, vs = 1.0f;
+    if (s > *M) {
+        const float m_old = *M;
+        *M = s;
+        ms = expf(m_old - *M);
+        h_scale(acc, ms, hd);
+    } else {
+        vs = expf(s - *M);
+    }
+    h_mad(acc, v, vs, hd);
+    *S = *S * ms + vs;
+}
+
 static const float *layer_sinks(const kiln_ctx *c, int64_t il) {
     const kiln_tensor *t = c->m->layers[il].attn_sinks;
     return t ? (const float *)t->data : NULL;
@@ -149,17 +163,7 @@ static void attend_one_chunk(kiln_ctx *c, int64_t il, int64_t n) {
             float s = kiln_vec_dot(q16, kiln_kv_k(kv, il, j) + off, hd);
             s = s * scale;
             if (cap != 0.0f) s = cap * tanhf(s);
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                const float m_old = M;
-                M = s;
-                ms = expf(m_old - M);
-                h_scale(acc, ms, hd);
-            } else {
-                vs = expf(s - M);
-            }
-            h_mad(acc, kiln_kv_v(kv, il, j) + off, vs, hd);
-            S = S * ms + vs;
+            kiln_attn_one_chunk_step(s, kiln_kv_v(kv, il, j) + off, &M, &S, acc, hd);
         }
         if (sinks) kiln_attn_sink_step(sinks[h], &M, &S, acc, hd);
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;

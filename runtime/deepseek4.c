@@ -92,8 +92,10 @@ static int run(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, ds4
             c->p.layer_hook(c->p.observer_user, il, b->cur, n, d);
         }
     }
-    if (!logits && !(c->p.hook && c->p.hook_output)) return 0;
+    /* the head's mixer is a product the imatrix hook sees, logits or not */
+    if (!logits && !c->p.hook) return 0;
     if (kiln_ds4_hc_head(c, b->x, n, b->flat, b->mixes, b->pre, err) < 0) return -1;
+    if (!logits && !c->p.hook_output) return 0;
     kiln_ds4_hc_collapse(D, b->x, b->pre, n, d, b->cur);
     for (int64_t t = 0; t < n; t++)
         kiln_rms_norm(b->cur + t * d, (const float *)m->output_norm->data, b->xn + t * d, d, m->hp.norm_eps);

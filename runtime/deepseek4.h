@@ -97,10 +97,11 @@ static inline bool kiln_ds4_sees(const kiln_ds4_view *v, int64_t t, int64_t j) {
     return v->ratio > 0 && b < (t + 1) / v->ratio && (!v->keep || v->keep[t * v->n_blocks + b]);
 }
 
-/* KILN_ATTN_LLAMACPP (deepseek4_flash.c): ggml's tiled flash attention of
- * the n queries q (n x n_head x head_dim, f32) over v's rows (f16 values)
- * with the heads' sink logits, into att. Batches of fewer than 64
- * queries (ggml's other kernel) are refused: returns -1 with a message. */
+/* KILN_ATTN_LLAMACPP* (deepseek4_flash.c): ggml's flash attention of the
+ * n queries q (n x n_head x head_dim, f32) over v's rows (f16 values)
+ * with the heads' sink logits, into att: its tiled kernel for 64+
+ * queries under KILN_ATTN_LLAMACPP, its one_chunk kernel otherwise.
+ * Returns 0. */
 int kiln_ds4_attend_flash(const struct kiln_ctx *c, const kiln_ds4_view *v, const float *q, int64_t n,
                           const float *sinks, float *att, kiln_err *err);
 

@@ -37,6 +37,7 @@
 #include "../core/types.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,18 +134,31 @@ static void attend(const kiln_ctx *c, const kiln_ds4_layer *L, const kiln_ds4_vi
 }
 
 /* wo_a per group (a 3-D product ggml never repacks), then wo_b. The
- * observers see wo_b, not the groups' products (no rows of the whole
- * tensor's width to show them as). */
+ * output observers see wo_b, not the groups' products (no rows of the
+ * whole tensor's width to show them as). The imatrix hook sees wo_a as
+ * llama-imatrix collects ggml's mul_mat of the 3-D [gdim, rank, groups]
+ * weight: one matrix of groups x gdim columns, one count per token - a
+ * token's row is its attention output att as it stands (group g's input
+ * at g * gdim), so the file holds groups x gdim values for a tensor gdim
+ * wide, column c of group g being the statistic of rows g * rank ..
+ * (g + 1) * rank - 1 (what kiln quantize uses them for). */
 static int project_out(kiln_ctx *c, const kiln_ds4_layer *L, const float *att, int64_t n, float *gin, float *gout,
                        float *oa, float *out, kiln_err *err) {
     const kiln_ds4 *D = c->m->ds4;
     const kiln_hparams *hp = &c->m->hp;
     const int64_t gdim = hp->n_head / D->o_groups * hp->head_dim, rank = D->o_rank, w = D->o_groups * rank;
     const kiln_tensor *wa = L->wo_a;
-    if (wa->type == KILN_F32 || wa->type == KILN_F16 || wa->type == KILN_BF16)
-        return kiln_fail(err, NULL, NULL, -1, "%.*s: float attn_output_a (%s) is not supported for deepseek4",
+    /* ggml's order for a float 3-D product is not kiln's; --exact has no order to follow */
+    if ((wa->type == KILN_F32 || wa->type == KILN_F16 || wa->type == KILN_BF16) && c->p.mode != KILN_NUM_EXACT)
+        return kiln_fail(err, NULL, NULL, -1,
+                         "%.*s: float attn_output_a (%s) is supported for deepseek4 in --exact mode only",
                          (int)wa->name.len, wa->name.ptr, kiln_type_name(wa->type));
     const uint64_t slab = kiln_type_row_bytes(wa->type, (uint64_t)gdim) * (uint64_t)rank;
+    if (c->p.hook) {
+        char name[160];
+        snprintf(name, sizeof name, "%.*s", (int)wa->name.len, wa->name.ptr);
+        c->p.hook(c->p.hook_user, name, -1, att, n, D->o_groups * gdim);
+    }
     for (int64_t g = 0; g < D->o_groups; g++) {
         for (int64_t t = 0; t < n; t++)
             memcpy(gin + t * gdim, att + t * hp->n_head * hp->head_dim + g * gdim, (size_t)gdim * sizeof(float));
@@ -201,9 +215,12 @@ int kiln_ds4_attention(kiln_ctx *c, int64_t il, const float *xn, int64_t n, floa
         kiln_ds4_hadamard(kv + t * hd, hd);
     }
     if (n_blocks > 0 && kiln_ds4_compress(c, &L->comp, L->ratio, hd, &r, xn, n, n_blocks, comp, err) < 0) goto out;
-    /* the indexer matters once a token sees more blocks than it keeps */
+    /* the indexer matters once a token sees more blocks than it keeps;
+     * llama.cpp runs it on every ratio-4 batch, so the imatrix hook sees
+     * its products whenever there are blocks to score */
     const bool choose = L->ratio == 4 && n_blocks > D->indexer_top_k;
-    if (choose && kiln_ds4_indexer(c, il, &r, xn, qr, n, n_blocks, keep, err) < 0) goto out;
+    const bool hooked = L->ratio == 4 && n_blocks > 0 && c->p.hook;
+    if ((choose || hooked) && kiln_ds4_indexer(c, il, &r, xn, qr, n, n_blocks, keep, err) < 0) goto out;
     const bool flash = c->p.attention != KILN_ATTN_F32;
     const int64_t raw_view = kiln_kv_view(n);
     for (int64_t j = 0; j < n_row; j++) /* the cells: raw rows, then compressed ones */

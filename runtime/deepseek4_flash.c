@@ -15,7 +15,9 @@
  * query that sees none of a tile's cells leaves its numbers untouched.
  * The sink logit joins last; the output is acc / sum. attention_flash.c
  * does the same for the generic models' cache layout; this file takes
- * row pointers and deepseek4's visibility instead. */
+ * row pointers and deepseek4's visibility instead. Batches of fewer than
+ * 64 queries, and KILN_ATTN_LLAMACPP_ONE_CHUNK (kiln imatrix), take
+ * ggml's one_chunk kernel (one_chunk below). */
 #include "deepseek4.h"
 
 #include "forward_impl.h"
@@ -85,15 +87,45 @@ static void tile(const kiln_ds4_view *v, const float *q, int64_t nh, int64_t hd,
     }
 }
 
+/* ggml's one_chunk kernel (llama-imatrix's, whose parallel sequences give
+ * each ubatch 32 queries per sequence at -c 128; see imatrix/run.c): per
+ * query and head, the query rounded to f16, then every cell it sees in
+ * the view's order, one kiln_attn_one_chunk_step each (score
+ * ggml_vec_dot_f16 times the scale, f16 accumulator), the sink last.
+ * Each query's numbers depend only on its own cells, so how llama.cpp
+ * cuts the chunk into ubatches changes no bit here. */
+static void one_chunk(const kiln_ctx *c, const kiln_ds4_view *v, const float *q, int64_t n, const float *sinks,
+                      float *att) {
+    const kiln_hparams *hp = &c->m->hp;
+    const int64_t hd = hp->head_dim, nh = hp->n_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads)
+    for (int64_t job = 0; job < n * nh; job++) {
+        const int64_t t = job / nh, h = job % nh;
+        float buf[2 * hd], *q16 = buf, *acc = buf + hd;
+        kiln_f16_round(q + (t * nh + h) * hd, q16, hd);
+        memset(acc, 0, (size_t)hd * sizeof *acc);
+        float S = 0.0f, M = -INFINITY;
+        for (int64_t j = 0; j < v->n_row; j++)
+            if (v->rows[j] && kiln_ds4_sees(v, t, j))
+                kiln_attn_one_chunk_step(kiln_vec_dot(q16, v->rows[j], hd) * scale, v->rows[j], &M, &S, acc, hd);
+        kiln_attn_sink_step(sinks[h], &M, &S, acc, hd);
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        float *o = att + (t * nh + h) * hd;
+        for (int64_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    }
+}
+
 int kiln_ds4_attend_flash(const kiln_ctx *c, const kiln_ds4_view *v, const float *q, int64_t n, const float *sinks,
                           float *att, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, n_tiles = (n + FA_TILE - 1) / FA_TILE;
-    if (n < FA_TILE || hd % 16 || c->p.attention != KILN_ATTN_LLAMACPP)
-        return kiln_fail(err, NULL, "attention", -1,
-                         "deepseek4: flash attention is implemented for ggml's tiled kernel only (batches of "
-                         "%d+ tokens), not for %lld",
-                         FA_TILE, (long long)n);
+    (void)err;
+    /* ggml's choice, as kiln_attend_flash makes it (attention_flash.c) */
+    if (n < FA_TILE || hd % 16 || c->p.attention != KILN_ATTN_LLAMACPP) {
+        one_chunk(c, v, q, n, sinks, att);
+        return 0;
+    }
     const float scale = 1.0f / sqrtf((float)hd);
     const int64_t per = FA_TILE * FA_TILE + FA_TILE * hd + 2 * FA_TILE;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads)

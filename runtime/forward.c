@@ -147,12 +147,12 @@ static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor
                       float *y, int64_t n) {
     const kiln_hparams *hp = &c->m->hp;
     const float *wv = (const float *)w->data, *bv = b ? (const float *)b->data : NULL;
-    for (int64_t t = 0; t < n; t++) {
-        if (hp->arch == KILN_ARCH_GPT2)
-            kiln_layer_norm(x + t * hp->n_embd, wv, bv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
-        else
-            kiln_rms_norm(x + t * hp->n_embd, wv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
+    if (hp->arch != KILN_ARCH_GPT2) {
+        kiln_rms_norm_rows(x, wv, y, n, hp->n_embd, hp->norm_eps);
+        return;
     }
+    for (int64_t t = 0; t < n; t++)
+        kiln_layer_norm(x + t * hp->n_embd, wv, bv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
 }
 
 static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {

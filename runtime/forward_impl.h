@@ -122,6 +122,11 @@ int64_t kiln_attend_flash_scratch(int64_t head_dim);
  * maximum *M, sum *S and accumulator acc (hd values), as ggml adds it
  * after every cell (attention_flash.c; deepseek4_flash.c too). */
 void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd);
+/* One visible cell of ggml's one_chunk flash kernel: score s (already
+ * scaled) with value row v (f16 values) folded into the running maximum
+ * *M, sum *S and the f16 accumulator acc (attention_flash.c; also
+ * deepseek4_flash.c). */
+void kiln_attn_one_chunk_step(float s, const float *v, float *M, float *S, float *acc, int64_t hd);
 
 /* Gemma's block il (gemma.c): four RMS norms around attention and a GELU
  * gated FFN. */

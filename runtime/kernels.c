@@ -222,9 +222,9 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q3_K_q8_K (AVX2)",
         .qt = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_K, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q3_k, NULL,
-                         kiln_qgemm_avx2_k_t1, NULL, NULL,
-                         kiln_qgemm_vnni_k_t2, NULL, NULL),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q3_k, NULL, kiln_kvnni_q3_k, NULL,
+                                 kiln_qgemm_avx2_k_t1, NULL, NULL,
+                                 kiln_qgemm_vnni_k_t2, NULL, NULL),
     },
     [KILN_Q4_K] = {
         .ggml_order = "ggml_vec_dot_q4_K_q8_K (AVX2); repacked: ggml_gemm_q4_K_8x8_q8_K for 4-token groups, "
@@ -240,9 +240,9 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q5_K_q8_K (AVX2)",
         .qt = KQUANT(KILN_Q5_K, q5_k, KILN_COMB_K_Q5, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA(kiln_kdirect_q5_k, NULL,
-                         kiln_qgemm_avx2_q5_k_t1, NULL, NULL,
-                         kiln_qgemm_vnni_q5_k_t2, NULL, NULL),
+        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q5_k, NULL, kiln_kvnni_q5_k, NULL,
+                                 kiln_qgemm_avx2_q5_k_t1, NULL, NULL,
+                                 kiln_qgemm_vnni_q5_k_t2, NULL, NULL),
     },
     [KILN_Q6_K] = {
         .ggml_order = "ggml_vec_dot_q6_K_q8_K (AVX2)",

@@ -18,7 +18,8 @@
  *   qgemm      the panel kernels, many tokens (vecdot_qgemm.c)
  *   kdirect    "k-quants direct": a few tokens straight from the GGUF
  *              blocks, no panels (vecdot_kdirect.c; the legacy types too)
- *   kvnni      the same for Q4_K, Q2_K, Q6_K, IQ2_XXS with AVX-512 VNNI
+ *   kvnni      the same for Q4_K, Q5_K, Q2_K, Q3_K, Q6_K, IQ2_XXS with
+ *              AVX-512 VNNI
  *              (vecdot_kvnni.c); kstep their shared float steps
  *              (vecdot_kstep.h)
  *   fgemm      f32 products: the fixed fmaf chain (KILN_NUM_EXACT) and
@@ -157,14 +158,23 @@ void kiln_kdirect_iq4_nl_pairs(const kiln_qtype *, const uint8_t *, int64_t, con
                                int64_t);
 void kiln_kdirect_q0_fma(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                          int64_t);
-/* vecdot_kvnni.c: Q4_K, Q2_K (vec_dot and gemv), Q6_K, IQ2_XXS decoded
- * into 512-bit registers (AVX-512 VNNI). */
+/* vecdot_kvnni.c: Q4_K, Q2_K (vec_dot and gemv), Q6_K, Q3_K, Q5_K,
+ * IQ2_XXS decoded into 512-bit registers (AVX-512 VNNI). */
 void kiln_kvnni_q4_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kvnni_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kvnni_q2_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kvnni_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kvnni_q6_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q3_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+void kiln_kvnni_q5_k(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_kvnni_iq2_xxs(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
+/* IQ2_XXS's two decodes: _bw with scalar grid look-ups (AVX-512 BW, VNNI),
+ * _vbmi from registers (VBMI and BITALG too); kiln_kvnni_iq2_xxs, the
+ * table's entry, runs the second where the CPU has it. */
+void kiln_kvnni_iq2_xxs_bw(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                           int64_t);
+void kiln_kvnni_iq2_xxs_vbmi(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
+                             int64_t);
 /* vecdot_q8direct.c: Q8_0 read straight from its blocks (AVX2, VNNI). */
 void kiln_q8direct_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_q8direct_vnni(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);

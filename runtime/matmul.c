@@ -26,13 +26,14 @@
  * float weights and IQ4_NL in KILN_NUM_GGML mode, where (as in ggml) one
  * token and several tokens take different orders, and repacked k-quants
  * (see above). Each product takes all its buffers at once, before its
- * one OpenMP region: float weights from the thread's arena
- * (kiln_kernel_arena, no allocation once grown), quantized ones in one
- * allocation (kiln_kernel_alloc); when that fails the product returns
- * -1. */
+ * one OpenMP region (par.h: opened only when the product pays for it),
+ * from the thread's arena (kiln_kernel_arena: no allocation once grown,
+ * where a malloc per product used to cost decode); when that fails the
+ * product returns -1. */
 #include "matmul.h"
 
 #include "kernels.h"
+#include "par.h"
 
 #include "../core/cpu.h"
 #include "../core/types.h"
@@ -77,8 +78,9 @@ static void act_round(uint32_t type, const float *x, int64_t n_in, int64_t t0, i
  * ggml's vec_dot_type), then the table's vec or tiny kernel. The region
  * has one barrier at its end and, for a batch, one after the rounding;
  * one token (decode) is rounded by every thread into its own scratch,
- * which costs less than a barrier. Buffers come from the thread's
- * arena. */
+ * which costs less than a barrier. Products too small to pay for the
+ * region (par.h) run on the calling thread alone. Buffers come from the
+ * thread's arena. */
 static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
                       const float *x, int64_t n_tokens, float *y, bool round, bool vec_only) {
     /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
@@ -97,7 +99,7 @@ static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64
     uint8_t *buf = NULL;
     if (total && !(buf = kiln_kernel_arena(total))) return -1;
     const int64_t row_bytes = (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in);
-#pragma omp parallel
+#pragma omp parallel if (kiln_par_worth((double)n_in * (double)n_out * (double)n_tokens))
     {
         uint8_t *mine = per_thread ? buf + x_bytes + (size_t)omp_get_thread_num() * per_thread : NULL;
         const float *xa = x;
@@ -215,7 +217,7 @@ static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int6
     const size_t bs_at = d_at + (panels ? lines((size_t)(n_tokens * nb) * sizeof(float)) : 0);
     const size_t panel_at = bs_at + (panels && kq ? lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
     const size_t total = panel_at + (size_t)omp_get_max_threads() * lines((size_t)pbytes);
-    uint8_t *buf = kiln_kernel_alloc(total);
+    uint8_t *buf = kiln_kernel_arena(total);
     if (!buf) return -1;
     uint8_t *act = buf + act_at;
     const kiln_pact A = {buf + u_at, (const float *)(buf + d_at), kq ? (const int16_t *)(buf + bs_at) : NULL, n_in,
@@ -250,7 +252,6 @@ static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int6
             for (int64_t r = 0; r < n_out; r++) ref_rows(qt, ko, w, n_in, r, 1, n_out, act, n_tokens, y);
         }
     }
-    free(buf);
     return 0;
 }
 

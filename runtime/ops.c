@@ -16,16 +16,44 @@
 
 /* ---- norms ------------------------------------------------------------- */
 
-void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
-    /* as ggml: squares in float, summed in double, mean rounded to float */
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+/* y = x scaled by the RMS of its n values whose squares sum to `sum`,
+ * times w (when set). */
+static void rms_apply(const float *x, const float *w, float *y, int64_t n, double sum, float eps) {
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
     if (w)
         for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
     else
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
+    /* as ggml: squares in float, summed in double, mean rounded to float */
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    rms_apply(x, w, y, n, sum, eps);
+}
+
+void kiln_rms_norm_rows(const float *x, const float *w, float *y, int64_t rows, int64_t n, float eps) {
+    int64_t r = 0;
+    /* four rows side by side: each row's sum is still one chain in ggml's
+     * order, but four chains keep the adder busy where one waits on its
+     * own latency */
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)(x0[i] * x0[i]);
+            s1 += (double)(x1[i] * x1[i]);
+            s2 += (double)(x2[i] * x2[i]);
+            s3 += (double)(x3[i] * x3[i]);
+        }
+        rms_apply(x0, w, y + r * n, n, s0, eps);
+        rms_apply(x1, w, y + (r + 1) * n, n, s1, eps);
+        rms_apply(x2, w, y + (r + 2) * n, n, s2, eps);
+        rms_apply(x3, w, y + (r + 3) * n, n, s3, eps);
+    }
+    for (; r < rows; r++) kiln_rms_norm(x + r * n, w, y + r * n, n, eps);
 }
 
 void kiln_layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps) {
@@ -369,11 +397,38 @@ float kiln_vec_dot(const float *a, const float *b, int64_t n) {
     return dot_tail(reduce16(r), a, b, np, n);
 }
 
-float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
-    const int64_t np = n & ~(int64_t)63;
-    float s = kiln_vec_dot(a, b, np);
+/* kiln_vec_dot_f32's n % 64 leftovers: added to the float sum one
+ * rounded product at a time. */
+static inline float dot_f32_tail(float s, const float *a, const float *b, int64_t np, int64_t n) {
     for (int64_t i = np; i < n; i++) s += a[i] * b[i]; /* -ffp-contract=off: not fused */
     return s;
+}
+
+float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
+    const int64_t np = n & ~(int64_t)63;
+    return dot_f32_tail(kiln_vec_dot(a, b, np), a, b, np, n);
+}
+
+/* The row loops of kiln_vec_dot_f32_rows, one per level, so that the
+ * level's dot inlines into them. */
+__attribute__((target("avx512f"))) static void dot_rows_avx512(const float *a, const float *b, int64_t stride,
+                                                               int64_t rows, int64_t n, float *out) {
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t j = 0; j < rows; j++) out[j] = dot_f32_tail(dot_avx512(a, b + j * stride, np), a, b + j * stride, np, n);
+}
+
+__attribute__((target("avx2,fma"))) static void dot_rows_avx2(const float *a, const float *b, int64_t stride,
+                                                              int64_t rows, int64_t n, float *out) {
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t j = 0; j < rows; j++) out[j] = dot_f32_tail(dot_avx2(a, b + j * stride, np), a, b + j * stride, np, n);
+}
+
+void kiln_vec_dot_f32_rows(const float *a, const float *b, int64_t stride, int64_t rows, int64_t n, float *out) {
+    const kiln_simd_level lvl = kiln_simd();
+    if (lvl >= KILN_SIMD_AVX512) dot_rows_avx512(a, b, stride, rows, n, out);
+    else if (lvl >= KILN_SIMD_AVX2) dot_rows_avx2(a, b, stride, rows, n, out);
+    else
+        for (int64_t j = 0; j < rows; j++) out[j] = kiln_vec_dot_f32(a, b + j * stride, n);
 }
 
 __attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float *x, float a, int64_t n) {
@@ -398,6 +453,27 @@ void kiln_vec_axpy(float *y, const float *x, float a, int64_t n) {
     else if (lvl >= KILN_SIMD_AVX2) axpy_avx2(y, x, a, n);
     else
         for (int64_t i = 0; i < n; i++) y[i] = fmaf(x[i], a, y[i]);
+}
+
+__attribute__((target("avx512f"))) static void axpy_cyclic_avx512(float *acc, int64_t m, int64_t ld, const float *x,
+                                                                  int64_t stride, const float *p, int64_t rows,
+                                                                  int64_t n) {
+    for (int64_t j = 0; j < rows; j++) axpy_avx512(acc + (j % m) * ld, x + j * stride, p[j], n);
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_cyclic_avx2(float *acc, int64_t m, int64_t ld, const float *x,
+                                                                 int64_t stride, const float *p, int64_t rows,
+                                                                 int64_t n) {
+    for (int64_t j = 0; j < rows; j++) axpy_avx2(acc + (j % m) * ld, x + j * stride, p[j], n);
+}
+
+void kiln_vec_axpy_cyclic(float *acc, int64_t m, int64_t ld, const float *x, int64_t stride, const float *p,
+                          int64_t rows, int64_t n) {
+    const kiln_simd_level lvl = kiln_simd();
+    if (lvl >= KILN_SIMD_AVX512) axpy_cyclic_avx512(acc, m, ld, x, stride, p, rows, n);
+    else if (lvl >= KILN_SIMD_AVX2) axpy_cyclic_avx2(acc, m, ld, x, stride, p, rows, n);
+    else
+        for (int64_t j = 0; j < rows; j++) kiln_vec_axpy(acc + (j % m) * ld, x + j * stride, p[j], n);
 }
 
 void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n) {

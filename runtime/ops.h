@@ -28,6 +28,9 @@
 
 /* y = x / sqrt(mean(x^2) + eps) * w; w may be NULL (no weight). y may be x. */
 void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps);
+/* kiln_rms_norm of `rows` consecutive rows of n values (x and y may be the
+ * same buffer): the same bits, four rows at a time. */
+void kiln_rms_norm_rows(const float *x, const float *w, float *y, int64_t rows, int64_t n, float eps);
 
 /* y = (x - mean) / sqrt(var + eps) * w + b; w, b may be NULL. y may be x. */
 void kiln_layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps);
@@ -102,8 +105,20 @@ float kiln_vec_dot(const float *a, const float *b, int64_t n);
  * deepseek2's 80-wide heads). Equal to kiln_vec_dot when n % 64 == 0. */
 float kiln_vec_dot_f32(const float *a, const float *b, int64_t n);
 
+/* out[j] = kiln_vec_dot_f32(a, b + j * stride, n) for j < rows: the same
+ * bits, with the SIMD level chosen once for all rows (attention scores
+ * against consecutive cache rows, where a call per row cost 5 % of a
+ * small model's prompt). */
+void kiln_vec_dot_f32_rows(const float *a, const float *b, int64_t stride, int64_t rows, int64_t n, float *out);
+
 /* y += a * x, each element one fused multiply-add. */
 void kiln_vec_axpy(float *y, const float *x, float a, int64_t n);
+
+/* For j < rows in turn: acc + (j % m) * ld += p[j] * (x + j * stride), as
+ * kiln_vec_axpy does it (the same bits), the SIMD level chosen once:
+ * attention's V sums spread over m chains. */
+void kiln_vec_axpy_cyclic(float *acc, int64_t m, int64_t ld, const float *x, int64_t stride, const float *p,
+                          int64_t rows, int64_t n);
 
 /* Sums 16 rows of n floats (rows[l * stride ...]) into out, element by
  * element in the order of _mm512_reduce_add_ps over the 16 rows. Clobbers

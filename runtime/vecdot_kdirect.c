@@ -30,9 +30,9 @@
  * the vec_dot or gemv order and are few (direct_tokens in the table of
  * kernels.c, which names the kernels at the end of this file); the gemm
  * order and long runs of tokens stay with the panels. CPUs with AVX-512
- * but no VNNI run this AVX2 code; with VNNI, Q4_K, Q2_K, Q6_K and IQ2_XXS
- * decode into 512-bit registers instead (vecdot_kvnni.c, 1.7-5x faster
- * per super-block), and Q8_0, which needs no decoding, reads its blocks
+ * but no VNNI run this AVX2 code; with VNNI, Q4_K, Q5_K, Q2_K, Q3_K, Q6_K
+ * and IQ2_XXS decode into 512-bit registers instead (vecdot_kvnni.c,
+ * 1.5-5x faster per super-block), and Q8_0, which needs no decoding, reads its blocks
  * in vecdot_q8direct.c. The float steps both share are vecdot_kstep.h's. */
 #ifdef __clang__
 #pragma clang fp contract(off)

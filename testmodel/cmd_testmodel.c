@@ -23,8 +23,9 @@ static const char *USAGE =
     "  --arch ARCH          llama, mistral, qwen2, qwen3, mixtral, qwen2moe,\n"
     "                       qwen3moe, gpt2, llama3 (Llama 3.x rope_scaling,\n"
     "                       tied embeddings), phi3 (Phi-3-mini: fused qkv and\n"
-    "                       gate_up) or gemma3 (Gemma 3 text, 6 layers: 5\n"
-    "                       sliding, 1 global) (or the HF class name)\n"
+    "                       gate_up), gemma3 (Gemma 3 text, 6 layers: 5\n"
+    "                       sliding, 1 global) (or the HF class name), or\n"
+    "                       deepseek2 / deepseek4 (below)\n"
     "  -o, --output DIR     created if missing; refused if it holds a model\n"
     "  --size 1b            llama-1B shape: hidden 2048, 16 layers, ffn 8192,\n"
     "                       32 heads, 8 KV heads, vocab 32000 (~2.2 GB in bf16)\n"
@@ -46,10 +47,25 @@ static const char *USAGE =
     "  --force              overwrite a model already in DIR\n"
     "  --dry-run            print the configuration and tensors, write nothing\n"
     "  -q, --quiet          no progress bar and no summary line\n"
-    "  -h, --help           this help\n";
+    "  -h, --help           this help\n"
+    "\n"
+    "--arch deepseek2 (DeepSeek-V3, 61 layers) and --arch deepseek4 (DeepSeek-V4-\n"
+    "Flash, 43 layers) write the real model's tensor names, shapes and dtypes,\n"
+    "FP8 with block scales (V4: FP4 routed experts), in 5 GB shards, filled with\n"
+    "noise: for benchmarks and scale tests, not for running. Only these apply:\n"
+    "  --layers N           the first N blocks (default all)\n"
+    "  --experts N          routed experts per block, 1..256 (default 256)\n"
+    "  --vocab N            default 129280, DeepSeek-V3's tokenizer, which is not\n"
+    "                       written (copy its tokenizer.json and\n"
+    "                       tokenizer_config.json in); another N writes kiln's\n"
+    "                       byte-level BPE tokenizer of N tokens\n"
+    "  --sparse             headers and holes: the full 671B shape takes no disk\n"
+    "                       (for convert --dry-run; reads as zeros)\n"
+    "  --shard-size, --seed, --force, --dry-run (the tensor count, sizes and\n"
+    "                       largest tensor), -q as above\n";
 
 enum { O_ARCH = 256, O_SIZE, O_LAYERS, O_HIDDEN, O_FFN, O_HEADS, O_KV, O_EXPERTS, O_USED, O_VOCAB, O_CTX,
-       O_DTYPE, O_SEED, O_SHARD, O_TIE, O_FORCE, O_DRY };
+       O_DTYPE, O_SEED, O_SHARD, O_TIE, O_FORCE, O_DRY, O_SPARSE };
 
 typedef struct progress_state {
     kiln_progress bar;
@@ -86,6 +102,35 @@ static void print_plan(const kiln_tm_config *c, const kiln_tm_tensor *t, size_t 
            (unsigned long long)(params * esize));
 }
 
+/* --arch deepseek2 / deepseek4: the plan's totals (--dry-run) or the model. */
+static int deepseek(const kiln_tm_ds_config *c, const char *dir, bool force, bool dry, bool quiet) {
+    kiln_err err = {{0}};
+    if (kiln_tm_ds_check(c, &err)) return kiln_cli_usage_error("testmodel", "%s", err.msg);
+    kiln_tm_summary sum = {0};
+    if (dry) {
+        kiln_tm_ds_tensor *t;
+        size_t n;
+        if (kiln_tm_ds_plan(c, &t, &n, &err)) return kiln_cli_fail(&err);
+        kiln_tm_ds_totals(t, n, &sum);
+        free(t);
+    } else {
+        kiln_progress_quiet |= quiet;
+        progress_state ps = {0};
+        kiln_tm_opts o = {.force = force, .progress = on_progress, .progress_ud = &ps};
+        int rc = kiln_tm_ds_write(c, dir, &o, &sum, &err);
+        if (ps.started) kiln_progress_end(&ps.bar);
+        if (rc) return kiln_cli_fail(&err);
+        if (quiet) return KILN_EXIT_OK;
+    }
+    printf("%s%s: %s, %u layers, %u routed experts, %llu parameters, %llu tensors, %llu bytes%s%s; "
+           "largest tensor %llu bytes\n", dry ? "plan" : "wrote ", dry ? "" : dir, kiln_tm_ds_arch_class(c->arch),
+           c->layers, c->experts, (unsigned long long)sum.n_params, (unsigned long long)sum.n_tensors,
+           (unsigned long long)sum.tensor_bytes, c->sparse ? " (sparse: holes)" : "",
+           c->vocab == KILN_TM_DS_REAL_VOCAB ? ", no tokenizer (copy DeepSeek-V3's in)" : "",
+           (unsigned long long)sum.largest_tensor_bytes);
+    return KILN_EXIT_OK;
+}
+
 /* Parses a 32-bit option value into *out; false on junk or overflow. */
 static bool parse_u32(const char *s, uint32_t *out) {
     uint64_t v;
@@ -106,14 +151,14 @@ int kiln_cmd_testmodel(int argc, char **argv) {
         {"shard-size", required_argument, 0, O_SHARD}, {"tie-embeddings", no_argument, 0, O_TIE},
         {"force", no_argument, 0, O_FORCE},           {"dry-run", no_argument, 0, O_DRY},
         {"quiet", no_argument, 0, 'q'},               {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"sparse", no_argument, 0, O_SPARSE},         {0, 0, 0, 0},
     };
     /* option values are kept apart from the defaults, which depend on --arch and --size */
     const char *arch_name = NULL, *dir = NULL, *size = NULL, *dtype = NULL;
     uint32_t val[O_DRY + 1] = {0};
     bool given[O_DRY + 1] = {0};
     uint64_t seed = 0, shard = 0;
-    bool tie = false, force = false, dry = false, quiet = false;
+    bool tie = false, force = false, dry = false, quiet = false, sparse = false;
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
@@ -132,6 +177,7 @@ int kiln_cmd_testmodel(int argc, char **argv) {
         case O_TIE: tie = true; break;
         case O_FORCE: force = true; break;
         case O_DRY: dry = true; break;
+        case O_SPARSE: sparse = true; break;
         case 'q': quiet = true; break;
         case 'h': fputs(USAGE, stdout); return KILN_EXIT_OK;
         case O_LAYERS: case O_HIDDEN: case O_FFN: case O_HEADS: case O_KV:
@@ -149,6 +195,23 @@ int kiln_cmd_testmodel(int argc, char **argv) {
     if (optind != argc) return kiln_cli_usage_error("testmodel", "unexpected argument '%s'", argv[optind]);
     if (!arch_name) return kiln_cli_usage_error("testmodel", "--arch is required");
     if (!dir && !dry) return kiln_cli_usage_error("testmodel", "-o DIR is required");
+    kiln_tm_ds_arch ds;
+    if (!kiln_tm_ds_arch_parse(arch_name, &ds)) {
+        if (size || dtype || tie || given[O_HIDDEN] || given[O_FFN] || given[O_HEADS] || given[O_KV] ||
+            given[O_USED] || given[O_CTX])
+            return kiln_cli_usage_error("testmodel", "%s has its real shapes: only --layers, --experts, --vocab, "
+                                        "--sparse, --shard-size and --seed apply", arch_name);
+        kiln_tm_ds_config dc;
+        kiln_tm_ds_defaults(&dc, ds);
+        if (given[O_LAYERS]) dc.layers = val[O_LAYERS];
+        if (given[O_EXPERTS]) dc.experts = val[O_EXPERTS];
+        if (given[O_VOCAB]) dc.vocab = val[O_VOCAB];
+        if (shard) dc.shard_size = shard;
+        dc.seed = seed;
+        dc.sparse = sparse;
+        return deepseek(&dc, dir, force, dry, quiet);
+    }
+    if (sparse) return kiln_cli_usage_error("testmodel", "--sparse is for deepseek2 and deepseek4 only");
     kiln_tm_arch arch;
     if (kiln_tm_arch_parse(arch_name, &arch))
         return kiln_cli_usage_error("testmodel", "unknown architecture '%s'", arch_name);

@@ -472,12 +472,10 @@ static bool is_shard_name(const char *n, unsigned *i, unsigned *k) {
     return true;
 }
 
-/* After an overwrite: removes the old model's files the new one did not
- * write (other shard counts, the other tokenizer kind). */
-static int remove_stale(const kiln_tm_config *c, const char *dir, uint32_t n_files, kiln_err *err) {
+int kiln_tm_remove_stale(const char *dir, uint32_t n_files, int tok, kiln_err *err) {
     DIR *d = opendir(dir);
     if (!d) return kiln_fail(err, dir, NULL, -1, "cannot list: %s", strerror(errno));
-    bool spm = ARCH[c->arch].tok == KILN_TM_TOK_SPM;
+    bool spm = tok == KILN_TM_TOK_SPM;
     char path[4096];
     struct dirent *e;
     int rc = 0;
@@ -488,6 +486,7 @@ static int remove_stale(const kiln_tm_config *c, const char *dir, uint32_t n_fil
         if (!strcmp(n, "model.safetensors")) stale = n_files > 1;
         else if (!strcmp(n, "model.safetensors.index.json")) stale = n_files == 1;
         else if (is_shard_name(n, &i, &k)) stale = k != n_files || i < 1 || i > n_files;
+        else if (tok < 0) stale = false;
         else if (!strcmp(n, "tokenizer.model")) stale = !spm;
         else if (!strcmp(n, "tokenizer.json") || !strcmp(n, "vocab.json") || !strcmp(n, "merges.txt")) stale = spm;
         snprintf(path, sizeof path, "%s/%s", dir, n);
@@ -498,12 +497,7 @@ static int remove_stale(const kiln_tm_config *c, const char *dir, uint32_t n_fil
     return rc;
 }
 
-int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *opts, kiln_tm_summary *sum,
-                  kiln_err *err) {
-    kiln_tm_summary local;
-    if (!sum) sum = &local;
-    memset(sum, 0, sizeof *sum);
-    if (kiln_tm_check(c, err)) return -1;
+int kiln_tm_prepare_dir(const char *dir, bool force, kiln_err *err) {
     if (strlen(dir) > 3000) return kiln_fail(err, dir, NULL, -1, "path too long");
     struct stat st;
     if (stat(dir, &st) != 0) {
@@ -515,7 +509,7 @@ int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *
         char found[256];
         int r = find_model_file(dir, found, sizeof found, err);
         if (r < 0) return -1;
-        if (r > 0 && !(opts && opts->force))
+        if (r > 0 && !force)
             return kiln_fail(err, dir, NULL, -1, "already holds a model (%s); use --force to overwrite it", found);
         /* until the new config.json lands, the directory must not look complete */
         char cfg[4096];
@@ -523,13 +517,22 @@ int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *
         if (r > 0 && unlink(cfg) != 0 && errno != ENOENT)
             return kiln_fail(err, cfg, NULL, -1, "cannot remove: %s", strerror(errno));
     }
+    return 0;
+}
+
+int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *opts, kiln_tm_summary *sum,
+                  kiln_err *err) {
+    kiln_tm_summary local;
+    if (!sum) sum = &local;
+    memset(sum, 0, sizeof *sum);
+    if (kiln_tm_check(c, err) || kiln_tm_prepare_dir(dir, opts && opts->force, err)) return -1;
     kiln_tm_tensor *t;
     size_t n;
     if (kiln_tm_plan(c, &t, &n, err)) return -1;
     int rc = kiln_tm_write_weights(c, dir, t, n, opts, sum, err);
     free(t);
     if (rc) return -1;
-    if (remove_stale(c, dir, sum->n_files, err)) return -1;
+    if (kiln_tm_remove_stale(dir, sum->n_files, (int)tok_kind(c->arch), err)) return -1;
     if (kiln_tm_write_tokenizer(c, tok_kind(c->arch), dir, err)) return -1;
     return write_configs(c, dir, err);
 }

@@ -11,7 +11,8 @@
  *
  * The work is split in testmodel.c (architectures, plan, config.json, the
  * directory), testmodel_weights.c and testmodel_tok.c (see
- * testmodel_impl.h); spm_write.c writes tokenizer.model.
+ * testmodel_impl.h); spm_write.c writes tokenizer.model; deepseek.c the
+ * full-shape DeepSeek checkpoints (below).
  *
  * Weights are deterministic functions of (seed, tensor name, element index):
  * the same configuration gives byte-identical files whatever the sharding or
@@ -108,6 +109,7 @@ typedef struct kiln_tm_opts {
 
 typedef struct kiln_tm_summary {
     uint64_t n_params, n_tensors, tensor_bytes;
+    uint64_t largest_tensor_bytes;
     uint32_t n_files; /* safetensors files */
 } kiln_tm_summary;
 
@@ -119,6 +121,70 @@ typedef struct kiln_tm_summary {
  * Returns 0 or -1. */
 int kiln_tm_write(const kiln_tm_config *c, const char *dir, const kiln_tm_opts *opts, kiln_tm_summary *sum,
                   kiln_err *err);
+
+/* ---- full-shape DeepSeek checkpoints (deepseek.c) ----
+ *
+ * DeepSeek-V3 (DeepseekV3ForCausalLM, llama.cpp's deepseek2) and
+ * DeepSeek-V4-Flash (DeepseekV4ForCausalLM, deepseek4) with the real layer
+ * count, tensor names, shapes and dtypes, stored as DeepSeek ships them
+ * (FP8 projections with block scales; V4's routed experts FP4), for the
+ * convert benchmark and the scale tests: the routed expert count and the
+ * layer count may be cut to fit a disk, every other dimension is real.
+ * Values are fixed-seed noise in valid codes (no NaN), for timing and
+ * memory, not for running. `sparse` writes the headers and leaves every
+ * tensor a hole: a 671B-shaped checkpoint that takes no disk, for
+ * `kiln convert --dry-run`. Memory stays at one 8 MiB chunk plus the plan
+ * (about 100 bytes a tensor). */
+
+#define KILN_TM_DS_REAL_VOCAB 129280 /* DeepSeek-V3's (and V4's) tokenizer */
+
+typedef enum kiln_tm_ds_arch { KILN_TM_DS_V3, KILN_TM_DS_V4, KILN_TM_DS_ARCH_COUNT } kiln_tm_ds_arch;
+
+typedef struct kiln_tm_ds_config {
+    kiln_tm_ds_arch arch;
+    uint32_t layers;     /* 1 .. the real count (61, 43); V3's first min(3, layers - 1) are dense */
+    uint32_t experts;    /* routed experts per layer, 1..256 */
+    uint32_t vocab;      /* KILN_TM_DS_REAL_VOCAB: no tokenizer is written (copy DeepSeek-V3's in); any
+                          * other size: kiln's byte-level BPE tokenizer of that size, as for qwen2 */
+    uint64_t shard_size; /* most tensor bytes per shard; 0: one file */
+    uint64_t seed;
+    bool sparse;         /* headers and holes */
+} kiln_tm_ds_config;
+
+/* "deepseek2", "deepseek3", "deepseek_v3" or DeepseekV3ForCausalLM; "deepseek4",
+ * "deepseek_v4" or DeepseekV4ForCausalLM. Returns 0 and sets *out, or -1. */
+int kiln_tm_ds_arch_parse(const char *name, kiln_tm_ds_arch *out);
+const char *kiln_tm_ds_arch_class(kiln_tm_ds_arch a);
+
+/* The real model: every layer, 256 experts, vocabulary 129280, 5 GB shards. */
+void kiln_tm_ds_defaults(kiln_tm_ds_config *c, kiln_tm_ds_arch arch);
+
+/* Returns 0, or -1 with the option that is out of range. */
+int kiln_tm_ds_check(const kiln_tm_ds_config *c, kiln_err *err);
+
+typedef struct kiln_tm_ds_tensor {
+    char name[80];
+    uint8_t dtype;    /* kiln_st_dtype */
+    uint8_t fill;     /* how its bytes are made (deepseek.c) */
+    uint8_t n_dims;
+    int64_t shape[2];
+    uint64_t n_params; /* weights it holds: 0 for scales, 2 a byte for FP4 */
+} kiln_tm_ds_tensor;
+
+/* The checkpoint's tensors in file order. *out is malloc'd; the caller
+ * frees it. Returns 0 or -1. */
+int kiln_tm_ds_plan(const kiln_tm_ds_config *c, kiln_tm_ds_tensor **out, size_t *n, kiln_err *err);
+
+/* Sets sum's n_params, n_tensors, tensor_bytes and largest_tensor_bytes
+ * from a plan (n_files is left alone). */
+void kiln_tm_ds_totals(const kiln_tm_ds_tensor *t, size_t n, kiln_tm_summary *sum);
+
+/* Writes config.json, generation_config.json, the safetensors (sharded with
+ * an index past shard_size) and, for a vocabulary other than the real one,
+ * a tokenizer, to `dir` as kiln_tm_write() does (same directory rules).
+ * `opts` and `sum` may be NULL. Returns 0 or -1. */
+int kiln_tm_ds_write(const kiln_tm_ds_config *c, const char *dir, const kiln_tm_opts *opts, kiln_tm_summary *sum,
+                     kiln_err *err);
 
 /* ---- SentencePiece model writer (spm_write.c) ---- */
 

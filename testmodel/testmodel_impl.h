@@ -1,14 +1,15 @@
 /* testmodel/testmodel_impl.h - what the synthetic model generator's files
  * share, and nothing else includes: testmodel.c (architectures, plan,
  * config.json, the directory), testmodel_weights.c (values, safetensors),
- * testmodel_tok.c (tokenizers) and testmodel_json.c (writing a JSON file).
- * Callers use testmodel.h.
+ * testmodel_tok.c (tokenizers) and testmodel_json.c (writing a JSON file),
+ * and deepseek.c (full-shape DeepSeek checkpoints). Callers use testmodel.h.
  *
  * The files call each other one way only: each calls only files listed
  * below it (scripts/check_file_circles.sh fails on two files that call
  * each other). testmodel.c knows the architectures and hands the
  * tokenizer files the tokenizer kind rather than being asked for it:
  *
+ *   deepseek.c             full-shape DeepSeek V3 / V4 checkpoints
  *   testmodel.c            architectures, plan, config.json, the directory
  *     testmodel_weights.c  testmodel_tok.c
  *       testmodel_json.c   one JSON file (a leaf)
@@ -18,6 +19,7 @@
 #define KILN_TESTMODEL_IMPL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +44,17 @@ int kiln_tm_write_json(const char *dir, const char *name, json_t *root, size_t f
  * streams them into dir/model.safetensors (or shards); fills sum. */
 int kiln_tm_write_weights(const kiln_tm_config *c, const char *dir, const kiln_tm_tensor *t, size_t n,
                           const kiln_tm_opts *o, kiln_tm_summary *sum, kiln_err *err);
+
+/* testmodel.c, the directory (also for deepseek.c):
+ * kiln_tm_prepare_dir creates `dir` or checks it: refused if it holds
+ * model files unless `force`, and then its config.json is removed first so
+ * the directory does not look complete until the new one lands. Returns 0
+ * or -1. kiln_tm_remove_stale, after the new model is written, removes the
+ * old one's files it did not replace: other shard counts, and the
+ * tokenizer files of the other kind than `tok` (an enum kiln_tm_tok; -1:
+ * no tokenizer was written, leave them all). Returns 0 or -1. */
+int kiln_tm_prepare_dir(const char *dir, bool force, kiln_err *err);
+int kiln_tm_remove_stale(const char *dir, uint32_t n_files, int tok, kiln_err *err);
 
 /* testmodel_tok.c: the special token ids config.json names, and the
  * tokenizer files (tokenizer.model or tokenizer.json + vocab.json +

@@ -186,7 +186,9 @@ int kiln_tm_write_weights(const kiln_tm_config *c, const char *dir, const kiln_t
     if (kiln_stw_metadata(w, "format", "pt", err)) goto fail;
     for (size_t i = 0; i < n; i++) {
         if (kiln_stw_declare(w, t[i].name, c->dtype, t[i].n_dims, t[i].shape, err) < 0) goto fail;
-        total += kiln_stw_nbytes(w, (int64_t)i);
+        uint64_t nb = kiln_stw_nbytes(w, (int64_t)i);
+        total += nb;
+        if (nb > sum->largest_tensor_bytes) sum->largest_tensor_bytes = nb;
         sum->n_params += nelements(&t[i]);
     }
     if (kiln_stw_begin(w, err)) goto fail;

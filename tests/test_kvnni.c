@@ -1,6 +1,8 @@
 /* tests/test_kvnni.c - the AVX-512 VNNI decode kernels (runtime/
- * vecdot_kvnni.c: Q4_K, Q2_K in the vec_dot and gemv orders, Q6_K,
- * IQ2_XXS) give the reference dot products (kiln_kdot_ref) bit for bit.
+ * vecdot_kvnni.c: Q4_K, Q2_K in the vec_dot and gemv orders, Q6_K, Q3_K,
+ * Q5_K, IQ2_XXS - both its decodes, the VBMI one skipped on CPUs without
+ * VBMI and BITALG) give the reference dot products (kiln_kdot_ref) bit for
+ * bit.
  *
  * Odd shapes: 1..9 tokens (several passes of 4 and a remainder), row
  * counts that are not multiples of 16 (nor, for the vec_dot order of the
@@ -42,22 +44,34 @@ static void random_block(uint32_t type, uint8_t *b, int bytes) {
     case KILN_Q2_K: put_half(b, offsetof(kiln_block_q2_k, d)), put_half(b, offsetof(kiln_block_q2_k, dmin)); break;
     case KILN_Q4_K: put_half(b, offsetof(kiln_block_q4_k, d)), put_half(b, offsetof(kiln_block_q4_k, dmin)); break;
     case KILN_Q6_K: put_half(b, offsetof(kiln_block_q6_k, d)); break;
+    case KILN_Q3_K: put_half(b, offsetof(kiln_block_q3_k, d)); break;
+    case KILN_Q5_K: put_half(b, offsetof(kiln_block_q5_k, d)), put_half(b, offsetof(kiln_block_q5_k, dmin)); break;
     case KILN_IQ2_XXS: put_half(b, offsetof(kiln_block_iq2_xxs, d)); break;
     default: fail_msg("no factors for type %u", type);
     }
 }
 
-/* The kernels under test and the table entry each must be. */
+/* The kernels under test and the table entry each must be (variant: a
+ * decode the table's entry picks between, not itself an entry; vbmi: it
+ * needs AVX-512 VBMI and BITALG). */
 typedef struct kcase {
     uint32_t type;
     kiln_korder order;
     kiln_qrow_fn fn;
+    bool variant, vbmi;
 } kcase;
 
 static const kcase CASES[] = {
-    {KILN_Q4_K, KILN_KORDER_VECDOT, kiln_kvnni_q4_k}, {KILN_Q4_K, KILN_KORDER_GEMV, kiln_kvnni_q4_k_gemv},
-    {KILN_Q2_K, KILN_KORDER_VECDOT, kiln_kvnni_q2_k}, {KILN_Q2_K, KILN_KORDER_GEMV, kiln_kvnni_q2_k_gemv},
-    {KILN_Q6_K, KILN_KORDER_VECDOT, kiln_kvnni_q6_k}, {KILN_IQ2_XXS, KILN_KORDER_VECDOT, kiln_kvnni_iq2_xxs},
+    {KILN_Q4_K, KILN_KORDER_VECDOT, kiln_kvnni_q4_k, false, false},
+    {KILN_Q4_K, KILN_KORDER_GEMV, kiln_kvnni_q4_k_gemv, false, false},
+    {KILN_Q2_K, KILN_KORDER_VECDOT, kiln_kvnni_q2_k, false, false},
+    {KILN_Q2_K, KILN_KORDER_GEMV, kiln_kvnni_q2_k_gemv, false, false},
+    {KILN_Q6_K, KILN_KORDER_VECDOT, kiln_kvnni_q6_k, false, false},
+    {KILN_Q3_K, KILN_KORDER_VECDOT, kiln_kvnni_q3_k, false, false},
+    {KILN_Q5_K, KILN_KORDER_VECDOT, kiln_kvnni_q5_k, false, false},
+    {KILN_IQ2_XXS, KILN_KORDER_VECDOT, kiln_kvnni_iq2_xxs, false, false},
+    {KILN_IQ2_XXS, KILN_KORDER_VECDOT, kiln_kvnni_iq2_xxs_bw, true, false},
+    {KILN_IQ2_XXS, KILN_KORDER_VECDOT, kiln_kvnni_iq2_xxs_vbmi, true, true},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 
@@ -70,6 +84,7 @@ static void enter_vnni(void) {
 static void test_table_names_them(void **state) {
     (void)state;
     for (size_t i = 0; i < N_CASES; i++) {
+        if (CASES[i].variant) continue;
         const kiln_kernels *k = kiln_kernels_get(CASES[i].type);
         assert_non_null(k);
         assert_ptr_equal(k->isa[KILN_ISA_VNNI].direct[CASES[i].order], CASES[i].fn);
@@ -79,6 +94,7 @@ static void test_table_names_them(void **state) {
 /* One shape: kernel fn over every row and token against kiln_kdot_ref;
  * full: activations all +-127. */
 static void check(const kcase *c, int64_t n_in, int64_t n_out, int64_t T, bool full) {
+    if (c->vbmi && !(__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg"))) skip();
     const kiln_qtype *qt = kiln_qtype_get(c->type);
     assert_non_null(qt);
     const int64_t nb = n_in / KILN_QK_K, row_bytes = nb * qt->block_bytes, act_row = nb * qt->act_bytes;

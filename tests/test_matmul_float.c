@@ -4,7 +4,9 @@
  * tinyBLAS tile (qwen2's 1027-row output takes the vec order for every
  * token) and that leave a partial row block, 1 to 9 tokens and counts
  * past the 6-token tile, k that is no multiple of 64 and k over several
- * chunks with a partial last one. Every SIMD level, at 1, 2 and 3
+ * chunks with a partial last one, k of 8192 (F16 rows read in place by
+ * tinyBLAS's blocks; one token's activation copied to f16) and k past
+ * that copy's limit. Every SIMD level, at 1, 2 and 3
  * threads (the row blocks go out on a dynamic schedule), must give the
  * scalar reference's bits, token for token; a sample of tinyBLAS outputs
  * is also summed here in its order (16 lanes of fmaf over k, gcc's
@@ -97,6 +99,8 @@ static const shape SHAPES[] = {
     {592, 1028, {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 31, 0}},  /* tinyBLAS, a partial last row block */
     {2064, 68, {2, 7, 12, 0}},                            /* k over 5 chunks, the last of 16 */
     {601, 37, {1, 2, 3, 9, 0}},                           /* k % 16 != 0: the vec order */
+    {8192, 36, {1, 2, 7, 0}},   /* ffn_down's k: F16 rows in place (tiny), f16 activations (decode) */
+    {16400, 8, {1, 2, 0}},      /* past the decode's f16 activation buffer: the f32 one; k % 64 = 16 */
     {64, 4, {2, 5, 0}},                                   /* one tile, fewer rows than a block */
 };
 

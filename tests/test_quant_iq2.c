@@ -28,6 +28,8 @@
 #include "../core/types.h"
 #include "../codec/blocks.h"
 #include "../codec/codec.h"
+#include "../codec/grid_search.h"
+#include "../codec/iq2_scan.h"
 #include "../codec/iq2_tables.h"
 #include "../codec/quants.h"
 #include "../runtime/vecdot.h"
@@ -328,6 +330,99 @@ static void test_simd_matches_scalar(void **state) {
     free(q1);
 }
 
+/* kiln's default IQ2_XXS blocks, pinned: the digest of its output on fixed
+ * heavy-tailed rows (with edge rows: a zero block, an outlier, values near
+ * the zero threshold, a constant row), with an imatrix and without, as the
+ * search wrote them before issue 16's speed-ups (neighbour scan by key,
+ * SIMD rounding, reuse of the points already chosen). Those changes must
+ * not move a single byte at any SIMD level; ggml's search is pinned by
+ * llama.cpp's own blocks above. The digest was printed by this test built
+ * against commit 78ed18a's codec/iq2_xxs.c, iq2_xxs_fit.c, iq2_search.c
+ * and grid_search.c; a deliberate change to the search's output must
+ * record the new digest here and say why. */
+#define PINNED_DEFAULT_DIGEST 0x8b8e684c888dbb75ull
+
+static uint64_t default_search_digest(void) {
+    uint64_t st = 0x9e3779b97f4a7c15ull; /* its own stream: the data do not depend on test order */
+    const int64_t rows = 10, cols = 1024;
+    size_t bytes = row_bytes(cols) * (size_t)rows;
+    float *x = malloc((size_t)(rows * cols) * 4), *w = malloc((size_t)cols * 4);
+    uint8_t *q = malloc(2 * bytes);
+    assert_non_null(x);
+    assert_non_null(w);
+    assert_non_null(q);
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = kiln_test_heavy(&st);
+    for (int64_t i = 0; i < 256; i++) x[i] = 0;                     /* row 0: a zero block */
+    x[cols + 7] = 40.0f;                                            /* row 1: an outlier */
+    for (int64_t i = 0; i < cols; i++) x[2 * cols + i] *= 1e-13f;   /* row 2: near 1e-15 */
+    for (int64_t i = 0; i < cols; i++) x[3 * cols + i] = 0.01f;     /* row 3: constant */
+    for (int64_t c = 0; c < cols; c++)
+        w[c] = c % 61 == 0 ? 0 : (float)(0.05 + kiln_test_uniform(&st) * (c % 13 ? 1 : 80));
+    assert_int_equal(kiln_quantize_iq2_xxs(x, q, rows, cols, w), bytes);
+    assert_int_equal(kiln_quantize_iq2_xxs(x, q + bytes, rows, cols, NULL), bytes);
+    uint64_t h = qf_fnv1a(q, 2 * bytes);
+    free(x);
+    free(w);
+    free(q);
+    return h;
+}
+
+static void test_default_pinned(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    uint64_t h = default_search_digest();
+    printf("# kiln IQ2_XXS search at %s: digest %016llx\n", kiln_simd_name(lvl), (unsigned long long)h);
+    assert_true(h == PINNED_DEFAULT_DIGEST);
+}
+
+/* The neighbour scan by key (iq2_scan.h) at this case's level picks what
+ * the scalar reference picks, and what the generic scan over the odd-model
+ * coordinates (grid_search.h, scalar) picks, on real lists of all three
+ * grids: random fits, all-zero weights (every distance 0: the first),
+ * a point that is a candidate exactly, and distances that overflow or are
+ * NaN (position 0, as ggml's scan leaves it). */
+static void test_iq2_scan_by_key(void **state) {
+    const kiln_simd_level lvl = simd_level_enter(state);
+    uint64_t st = 0x243f6a8885a308d3ull;
+    kiln_simd_set(KILN_SIMD_SCALAR);
+    const kiln_grid_scan_fn generic = kiln_grid_scan_pick();
+    kiln_simd_set(lvl);
+    const kiln_iq2_scan_fn scan = kiln_iq2_scan_pick();
+    long checked = 0, nonzero = 0;
+    for (size_t c = 0; c < sizeof GRIDS / sizeof *GRIDS; c++) {
+        const kiln_iq2_search *s = kiln_iq2_search_tables(GRIDS[c].id);
+        assert_non_null(s);
+        for (int li = 0; li < s->nlists; li += 5) {
+            const kiln_iq2_list *l = &s->lists[li];
+            const uint16_t *keys = s->keys + l->start;
+            const uint8_t *q = s->q + 8 * (size_t)l->start;
+            for (int trial = 0; trial < 6; trial++) {
+                float x[8], w[8], scale = (float)(0.01 + kiln_test_uniform(&st));
+                for (int i = 0; i < 8; i++) {
+                    x[i] = (float)(kiln_test_uniform(&st) * 6 * scale);
+                    w[i] = trial == 1 ? 0 : (float)kiln_test_uniform(&st);
+                }
+                if (trial == 2) /* exactly candidate j */
+                    for (int i = 0, j = li % l->n; i < 8; i++) x[i] = scale * (float)(2 * ((keys[j] >> 2 * i) & 3) + 1);
+                if (trial == 3) scale = 3e38f;      /* every distance inf */
+                if (trial == 4) x[3] = NAN;         /* every distance NaN */
+                if (trial == 5) w[li % 8] = 1e37f;  /* some overflow, some not */
+                int want = kiln_iq2_scan_scalar(keys, l->n, l->npad, x, w, scale);
+                int gen = generic(q, 8, l->n, l->npad, x, w, scale);
+                int got = scan(keys, l->n, l->npad, x, w, scale);
+                if (want != gen || got != want)
+                    fail_msg("%s list %d trial %d: scalar %d, generic %d, %s %d", GRIDS[c].name, li, trial, want, gen,
+                             kiln_simd_name(lvl), got);
+                if ((trial == 1 || trial == 3 || trial == 4) && want != 0)
+                    fail_msg("%s list %d trial %d: %d, not 0", GRIDS[c].name, li, trial, want);
+                checked++;
+                nonzero += want != 0;
+            }
+        }
+    }
+    printf("# %ld scans agree at %s (%ld not at position 0)\n", checked, kiln_simd_name(lvl), nonzero);
+    assert_true(nonzero > checked / 10);
+}
+
 /* ---- IQ2_XS and IQ2_S against ggml (tests/fixtures/quant_iq2) ---------- */
 
 #define VEC "tests/fixtures/quant_iq2/vectors/"
@@ -494,6 +589,8 @@ int main(void) {
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_ref),
         SIMD_VECTOR_TESTS(test_simd_matches_scalar),
+        SIMD_LEVEL_TESTS(test_default_pinned),
+        SIMD_LEVEL_TESTS(test_iq2_scan_by_key),
         SIMD_LEVEL_TESTS(test_xs_s_codec_vs_ggml),
         cmocka_unit_test(test_xs_s_imatrix_rule),
         cmocka_unit_test(test_xs_s_edge_cases_present),

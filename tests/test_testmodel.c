@@ -15,13 +15,17 @@
  *    byte-identical to the fixture's and the JSON files equal its values.
  *  - weights: same options give byte-identical directories; values are
  *    heavy-tailed (kurtosis well above a Gaussian's 3), have outlier
- *    channels, norms near 1; f32 files hold exactly kiln_tm_values(). */
+ *    channels, norms near 1; f32 files hold exactly kiln_tm_values().
+ *  - full-shape DeepSeek plans (testmodel/deepseek.c): the published
+ *    parameter counts, and a few tensors' dtypes and shapes written out;
+ *    --sparse files (kiln_stw_skip holes) read back as zeros, full size. */
 #include "shared.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../testmodel/testmodel.h"
@@ -1169,6 +1173,153 @@ static void test_config_checks(void **state) {
     free(plan);
 }
 
+/* ------------------------------------------------------------------ */
+/* full-shape DeepSeek checkpoints (testmodel/deepseek.c)              */
+
+static const kiln_tm_ds_tensor *ds_find(const kiln_tm_ds_tensor *t, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+static void ds_expect(const kiln_tm_ds_tensor *t, size_t n, const char *name, kiln_st_dtype dtype, int64_t d0,
+                      int64_t d1) {
+    const kiln_tm_ds_tensor *x = ds_find(t, n, name);
+    if (!x) fail_msg("%s: missing", name);
+    assert_int_equal(x->dtype, dtype);
+    assert_int_equal(x->n_dims, d1 ? 2 : 1);
+    assert_int_equal(x->shape[0], d0);
+    if (d1) assert_int_equal(x->shape[1], d1);
+}
+
+/* The full shapes against the published sizes (DeepSeek-V3: 671 B
+ * parameters without its MTP layer; V4-Flash: 284 B) and a few tensors
+ * spelled out from the checkpoints' index files. */
+static void test_deepseek_plan(void **state) {
+    kiln_err err = {{0}};
+    kiln_tm_ds_config c;
+    kiln_tm_ds_tensor *t;
+    size_t n;
+    kiln_tm_summary sum = {0};
+    kiln_tm_ds_defaults(&c, KILN_TM_DS_V3);
+    assert_int_equal(kiln_tm_ds_plan(&c, &t, &n, &err), 0);
+    kiln_tm_ds_totals(t, n, &sum);
+    assert_true(sum.n_params > 670500000000ull && sum.n_params < 671500000000ull);
+    assert_int_equal(sum.largest_tensor_bytes, 129280ull * 7168 * 2); /* the BF16 embeddings */
+    ds_expect(t, n, "model.layers.2.mlp.gate_proj.weight", KILN_ST_F8_E4M3, 18432, 7168);
+    ds_expect(t, n, "model.layers.2.mlp.gate_proj.weight_scale_inv", KILN_ST_F32, 144, 56);
+    assert_null(ds_find(t, n, "model.layers.3.mlp.gate_proj.weight"));
+    ds_expect(t, n, "model.layers.60.mlp.experts.255.down_proj.weight", KILN_ST_F8_E4M3, 7168, 2048);
+    ds_expect(t, n, "model.layers.60.mlp.experts.255.down_proj.weight_scale_inv", KILN_ST_F32, 56, 16);
+    ds_expect(t, n, "model.layers.3.self_attn.kv_a_proj_with_mqa.weight_scale_inv", KILN_ST_F32, 5, 56);
+    ds_expect(t, n, "model.layers.3.mlp.gate.e_score_correction_bias", KILN_ST_F32, 256, 0);
+    assert_null(ds_find(t, n, "model.layers.61.input_layernorm.weight"));
+    free(t);
+
+    kiln_tm_ds_defaults(&c, KILN_TM_DS_V4);
+    assert_int_equal(kiln_tm_ds_plan(&c, &t, &n, &err), 0);
+    kiln_tm_ds_totals(t, n, &sum);
+    assert_true(sum.n_params > 284000000000ull && sum.n_params < 284700000000ull);
+    ds_expect(t, n, "layers.42.ffn.experts.255.w2.weight", KILN_ST_I8, 4096, 1024);
+    ds_expect(t, n, "layers.42.ffn.experts.255.w2.scale", KILN_ST_F8_E8M0, 4096, 64);
+    ds_expect(t, n, "layers.0.attn.wq_b.scale", KILN_ST_F8_E8M0, 256, 8);
+    ds_expect(t, n, "layers.2.ffn.gate.tid2eid", KILN_ST_I64, 129280, 6);
+    assert_null(ds_find(t, n, "layers.3.ffn.gate.tid2eid"));
+    ds_expect(t, n, "layers.3.ffn.gate.bias", KILN_ST_F32, 256, 0);
+    assert_null(ds_find(t, n, "layers.1.attn.compressor.ape"));
+    ds_expect(t, n, "layers.2.attn.compressor.ape", KILN_ST_F32, 4, 1024); /* ratio 4: twice as wide */
+    ds_expect(t, n, "layers.2.attn.indexer.wq_b.weight", KILN_ST_F8_E4M3, 8192, 1024);
+    ds_expect(t, n, "layers.3.attn.compressor.ape", KILN_ST_F32, 128, 512);
+    assert_null(ds_find(t, n, "layers.3.attn.indexer.wq_b.weight"));
+    ds_expect(t, n, "layers.0.hc_attn_fn", KILN_ST_F32, 24, 16384);
+    ds_expect(t, n, "hc_head_fn", KILN_ST_F32, 4, 16384);
+    free(t);
+
+    c.experts = 257;
+    assert_int_equal(kiln_tm_ds_check(&c, &err), -1);
+    kiln_tm_ds_defaults(&c, KILN_TM_DS_V3);
+    c.layers = 62;
+    assert_int_equal(kiln_tm_ds_check(&c, &err), -1);
+    c.layers = 1;
+    c.vocab = 100; /* too small for kiln's tokenizer */
+    assert_int_equal(kiln_tm_ds_check(&c, &err), -1);
+    kiln_tm_ds_arch a;
+    assert_int_equal(kiln_tm_ds_arch_parse("DeepseekV4ForCausalLM", &a), 0);
+    assert_int_equal(a, KILN_TM_DS_V4);
+    assert_int_equal(kiln_tm_ds_arch_parse("deepseek2", &a), 0);
+    assert_int_equal(a, KILN_TM_DS_V3);
+}
+
+/* kiln_stw_skip: holes read back as zeros, between written bytes and at
+ * the end of the file, and the file has its full size. */
+static void test_stw_holes(void **state) {
+    const char *p = kiln_test_tmp_path("holes.safetensors");
+    kiln_err err = {{0}};
+    kiln_stw *w = kiln_stw_create(p, NULL, &err);
+    assert_non_null(w);
+    int64_t a_shape[1] = {16}, b_shape[1] = {1 << 20};
+    assert_int_equal(kiln_stw_declare(w, "a", KILN_ST_U8, 1, a_shape, &err), 0);
+    assert_int_equal(kiln_stw_declare(w, "b", KILN_ST_U8, 1, b_shape, &err), 1);
+    assert_int_equal(kiln_stw_begin(w, &err), 0);
+    int64_t idx;
+    const uint8_t head[4] = {1, 2, 3, 4}, tail[4] = {5, 6, 7, 8};
+    assert_int_equal(kiln_stw_next(w, &idx, &err), 1);
+    assert_int_equal(kiln_stw_write(w, head, 4, &err), 0);
+    assert_int_equal(kiln_stw_skip(w, 8, &err), 0);
+    assert_int_equal(kiln_stw_write(w, tail, 4, &err), 0);
+    assert_int_equal(kiln_stw_skip(w, 1, &err), -1); /* past the tensor's end */
+    assert_int_equal(kiln_stw_next(w, &idx, &err), 1);
+    assert_int_equal(kiln_stw_skip(w, 1 << 20, &err), 0);
+    assert_int_equal(kiln_stw_finish(w, &err), 0);
+    kiln_st *st = kiln_st_open(p, &err);
+    if (!st) fail_msg("%s", err.msg);
+    const kiln_st_tensor *a = kiln_st_find(st, "a"), *b = kiln_st_find(st, "b");
+    assert_non_null(a);
+    assert_non_null(b);
+    const uint8_t want[16] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 5, 6, 7, 8};
+    assert_memory_equal(a->data, want, 16);
+    assert_int_equal(b->nbytes, 1 << 20);
+    for (uint64_t i = 0; i < b->nbytes; i++)
+        if (b->data[i]) fail_msg("b[%llu] = %u, not a hole", (unsigned long long)i, b->data[i]);
+    assert_int_equal(st->files[0].size, b->file_offset + b->nbytes);
+    kiln_st_close(st);
+}
+
+/* --sparse: shards of the declared size whose data takes (almost) no disk,
+ * and that kiln's reader opens with every tensor of the plan. */
+static void test_deepseek_sparse(void **state) {
+    const char *dir = kiln_test_tmp_path("ds-sparse");
+    kiln_err err = {{0}};
+    kiln_tm_ds_config c;
+    kiln_tm_ds_defaults(&c, KILN_TM_DS_V3);
+    c.layers = 2, c.experts = 4, c.vocab = 1024, c.shard_size = 200000000, c.sparse = true;
+    kiln_tm_summary sum;
+    assert_int_equal(kiln_tm_ds_write(&c, dir, NULL, &sum, &err), 0);
+    assert_true(sum.n_files > 1);
+    kiln_st *st = kiln_st_open(dir, &err);
+    if (!st) fail_msg("%s", err.msg);
+    assert_int_equal(st->n_tensors, sum.n_tensors);
+    uint64_t size = 0, disk = 0, data = 0;
+    for (uint32_t i = 0; i < st->n_files; i++) {
+        struct stat sb;
+        assert_int_equal(stat(st->files[i].path, &sb), 0);
+        size += (uint64_t)sb.st_size;
+        disk += (uint64_t)sb.st_blocks * 512;
+        data += (uint64_t)sb.st_size - 8 - st->files[i].header_len;
+    }
+    assert_int_equal(data, sum.tensor_bytes);
+    /* a filesystem without holes would store every byte: say so, don't fail */
+    if (disk > size / 100) fprintf(stderr, "# %s: no sparse files here (%llu of %llu bytes on disk)\n", dir,
+                                   (unsigned long long)disk, (unsigned long long)size);
+    else assert_true(disk < size / 100);
+    const kiln_st_tensor *x = kiln_st_find(st, "model.layers.1.mlp.experts.3.up_proj.weight");
+    assert_non_null(x);
+    assert_int_equal(x->dtype, KILN_ST_F8_E4M3);
+    kiln_st_close(st);
+    assert_true(kiln_test_exists(path_in(dir, "tokenizer.json")));
+    assert_true(kiln_test_exists(path_in(dir, "config.json")));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stw_library_vectors),
@@ -1194,6 +1345,9 @@ int main(void) {
         cmocka_unit_test(test_values_exact),
         cmocka_unit_test(test_overwrite),
         cmocka_unit_test(test_config_checks),
+        cmocka_unit_test(test_deepseek_plan),
+        cmocka_unit_test(test_stw_holes),
+        cmocka_unit_test(test_deepseek_sparse),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];

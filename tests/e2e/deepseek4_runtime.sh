@@ -16,7 +16,9 @@
 # llama-perplexity -c 128 -b 128 --chunks 4 printed it (flash attention
 # over F16 caches, runtime/deepseek4_flash.c) for all three, and at
 # -c 512 -b 512 for f32 and Q4_K_M, where the lightning indexer chooses
-# among the compressed blocks (runtime/deepseek4_indexer.c). The goldens
+# among the compressed blocks (runtime/deepseek4_indexer.c); --exact
+# logits within 2e-3 of a float64 reference (tests/fixtures/deepseek4_f64),
+# which the BF16 twin and the default numbers are not. The goldens
 # come from a llama.cpp built on an AVX512_BF16 machine, whose BF16
 # products kiln follows for this model (runtime/deepseek4_bf16.c).
 . tests/e2e/lib.sh
@@ -75,6 +77,41 @@ for t in blk.1.hc_ffn_fn.weight blk.0.attn_compressor_gate.weight blk.2.ffn_gate
         sh -c '! "$1" golden check "$2" "$3" --max-abs 0 > "$4" 2>&1 && grep -q "FAIL: max_abs" "$4"' _ \
         "$KILN" "$T/flip.gguf" "$T/f32.logits" "$T/flip-check"
 done
+
+# --exact (dequantized weights, f32 products) against a float64 forward
+# pass of the same f32 file (tests/fixtures/deepseek4_f64: the fixture's
+# prompt, and a 294-token one past the sliding window, the ratio-128
+# blocks and 4 x indexer.top_k, where the indexer chooses); the BF16
+# twin (BF16 where the FP8 file has Q8_0, wo_a included, which only
+# --exact runs) must run and must not be within it (2.44), nor must the
+# default ggml numbers (2.36: llama.cpp's rounded activations)
+F64=tests/fixtures/deepseek4_f64/$S-f32.f64ref.logits.zst
+if zstd -q -d -c "$F64" > "$T/f64ref.logits" 2> "$T/err"; then
+    check "deepseek4: --exact logits within 2e-3 of a float64 reference" \
+        sh -c '"$1" golden check "$2" "$3" --exact --max-abs 2e-3 > "$4" 2>&1' _ "$KILN" "$F32" "$T/f64ref.logits" \
+        "$T/check-f64"
+    # the same values as F32 (experts and wo_a included), which only
+    # --exact runs: the same reference holds
+    if "$KILN" quantize -q --allow-requantize "$F32" "$T/all-f32.gguf" F32 2> "$T/err"; then
+        check "deepseek4: --exact logits of an all-F32 copy (float experts, wo_a) within 2e-3 of it" \
+            sh -c '"$1" golden check "$2" "$3" --exact --max-abs 2e-3 > "$4" 2>&1' _ "$KILN" "$T/all-f32.gguf" \
+            "$T/f64ref.logits" "$T/check-f64-all"
+    else
+        bad "deepseek4: quantize the f32 file to F32" "$(head -c 300 "$T/err")"
+    fi
+    check "deepseek4: the default (ggml) logits are not within 2e-3 of it" \
+        sh -c '! "$1" golden check "$2" "$3" --max-abs 2e-3 > "$4" 2>&1 && grep -q "FAIL: max_abs" "$4"' _ "$KILN" \
+        "$F32" "$T/f64ref.logits" "$T/check-f64-ggml"
+    if "$KILN" convert "$T/ds4-tiny-bf16" --outtype f32 -o "$T/bf16-f32.gguf" 2> "$T/err"; then
+        check "deepseek4: the BF16 twin's --exact logits are not within 2e-3 of it" \
+            sh -c '! "$1" golden check "$2" "$3" --exact --max-abs 2e-3 > "$4" 2>&1 && grep -q "FAIL: max_abs" "$4"' _ \
+            "$KILN" "$T/bf16-f32.gguf" "$T/f64ref.logits" "$T/check-f64-bf16"
+    else
+        bad "deepseek4: convert the BF16 twin to f32" "$(head -c 300 "$T/err")"
+    fi
+else
+    bad "deepseek4: float64 reference: unpack" "$(head -c 300 "$T/err")"
+fi
 
 # kiln evaluates deepseek4 one batch from an empty cache; a second batch
 # (generation) needs the compressors' carried state and is refused, not
