@@ -4,6 +4,7 @@
  * terms in the scalar order, and merge the lanes by (distance, then list
  * position), so they pick exactly the scalar entry. */
 #include "grid_search.h"
+#include "scan_min.h"
 
 #include "quants.h"
 
@@ -46,30 +47,12 @@ static int scan_scalar(const uint8_t *q, int dim, int n, int npad, const float *
 KILN_AVX2 static int scan_avx2(const uint8_t *q, int dim, int n, int npad, const float *x, const float *w,
                                float scale) {
     const __m256 sc = _mm256_set1_ps(scale);
-    __m256 best = _mm256_set1_ps(FLT_MAX);
-    __m256i bidx = _mm256_setzero_si256();
-    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i nv = _mm256_set1_epi32(n);
+    kiln_min8 m = kiln_min8_start(n);
     for (int j = 0; j < n; j += 8) {
         SCAN_D2(__m256, _mm256, _mm_loadl_epi64, d2)
-        __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-        lt = _mm256_and_ps(lt, _mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, lane)));
-        best = _mm256_blendv_ps(best, d2, lt);
-        bidx = _mm256_blendv_epi8(bidx, lane, _mm256_castps_si256(lt));
-        lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+        kiln_min8_take(&m, d2);
     }
-    float bv[8];
-    int32_t bi[8];
-    _mm256_storeu_ps(bv, best);
-    _mm256_storeu_si256((__m256i *)bi, bidx);
-    float m = bv[0];
-    int bj = bi[0];
-    for (int k = 1; k < 8; k++)
-        if (bv[k] < m || (bv[k] == m && bi[k] < bj)) {
-            m = bv[k];
-            bj = bi[k];
-        }
-    return bj;
+    return kiln_min8_end(&m);
 }
 
 KILN_AVX512 static int scan_avx512(const uint8_t *q, int dim, int n, int npad, const float *x, const float *w,

@@ -8,6 +8,7 @@
  * in coordinate order starting from 0, so each distance is the scalar
  * one's float, and the lanes merge by (distance, then position). */
 #include "iq2_scan.h"
+#include "scan_min.h"
 
 #include "quants.h"
 
@@ -49,34 +50,18 @@ KILN_AVX2 static int scan_avx2(const uint16_t *keys, int n, int npad, const floa
     terms(x, w, scale, term);
     __m256 t[8];
     for (int i = 0; i < 8; i++) t[i] = _mm256_broadcast_ps((const __m128 *)term[i]);
-    const __m256i three = _mm256_set1_epi32(3), nv = _mm256_set1_epi32(n);
-    __m256 best = _mm256_set1_ps(FLT_MAX);
-    __m256i bidx = _mm256_setzero_si256(), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i three = _mm256_set1_epi32(3);
+    kiln_min8 m = kiln_min8_start(n);
     for (int j = 0; j < n; j += 8) {
         __m256i k = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(keys + j)));
         __m256 d2 = _mm256_setzero_ps();
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(t[i], _mm256_and_si256(_mm256_srli_epi32(k, 2 * i), three)));
-        __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-        lt = _mm256_and_ps(lt, _mm256_castsi256_ps(_mm256_cmpgt_epi32(nv, lane)));
-        best = _mm256_blendv_ps(best, d2, lt);
-        bidx = _mm256_blendv_epi8(bidx, lane, _mm256_castps_si256(lt));
-        lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+        kiln_min8_take(&m, d2);
     }
     (void)npad;
-    float bv[8];
-    int32_t bi[8];
-    _mm256_storeu_ps(bv, best);
-    _mm256_storeu_si256((__m256i *)bi, bidx);
-    float m = bv[0];
-    int bj = bi[0];
-    for (int l = 1; l < 8; l++)
-        if (bv[l] < m || (bv[l] == m && bi[l] < bj)) {
-            m = bv[l];
-            bj = bi[l];
-        }
-    return bj;
+    return kiln_min8_end(&m);
 }
 
 /* The terms sit in two 16-lane tables, term(i, l) at lane 4i + l of the
