@@ -441,25 +441,15 @@ AVX512 INLINE __m512 wload(uint32_t type, const void *w, int64_t k) {
  * chain at the end of a k chunk and picking it up again from memory.
  * So, as llamafile's 4 x 6 tiles (32 registers), a tile here is 4 rows x
  * up to 6 tokens, and the work is blocked for the caches:
- *   - a thread takes a block of rows at a time (dynamic schedule: a
- *     thread the OS holds back does not hold the product back) and keeps
- *     it in L2 while every token of the batch passes. F16 rows are read
- *     in place and widened in the tile (one vcvtph2ps per 6 FMAs), so a
- *     block holds twice the rows; BF16 and F32 rows are widened once to
- *     f32 into the thread's scratch, at a stride that keeps the rows
- *     apart in L1's sets (tiny_ldw);
- *   - the tokens pass 6 at a time, k in chunks of T5_KB: the chunk of the
- *     6 activation rows is copied into one contiguous 12 KiB piece of the
- *     scratch, 16 values of each token in turn, and stays in L1 while
- *     every 4-row tile of the block runs over it. Read in place, the 6
- *     rows would sit n floats apart: for n a multiple of 1024 they fall
- *     into the same L1 sets and evict each other and the weights;
- *   - the tiles' 16-lane partial sums wait in the thread's scratch
- *     between chunks.
- * The more rows a block has, the more tiles share each copied chunk (the
- * activations of a batch are too large for L2, so each block reads them
- * again from L3): with the F16 rows in place, a block of the 1B model's
- * ffn_down (n = 8192) has 48 rows instead of 8. */
+ *   - a thread takes a block of T5_ROWS(n) rows at a time (dynamic
+ *     schedule: a thread the OS holds back does not hold the product
+ *     back), widens it once to f32 into its scratch at a stride that
+ *     keeps the rows apart in L1's sets (tiny_ldw), and keeps it in L2
+ *     while every token of the batch passes;
+ *   - the tokens pass 6 at a time, k in chunks of T5_KB: the chunk of
+ *     the 6 activation rows (6 KiB) stays in L1 while every 4-row tile of
+ *     the block runs over it; the tiles' 16-lane partial sums wait in the
+ *     thread's scratch between chunks. */
 #define T5_TOK 6   /* tokens per tile */
 #define T5_KB 512  /* k per chunk */
 
@@ -472,46 +462,36 @@ static int64_t tiny_ldw(int64_t n) {
     return n + (256 - n % 1024 + 1024) % 1024;
 }
 
-/* Rows of a block: F16 rows in place up to 768 KiB, widened rows up to
- * 384 KiB; whole 4-row tiles, 4 to 64. (For n = 8192, 16 / 32 / 48 F16
- * rows ran at 70 / 81 / 86 GFLOP/s on one Zen 4 core: each block reads
- * the batch's activations again.) */
-static int64_t t5_rows(uint32_t type, int64_t n) {
-    const int64_t row = type == KILN_F16 ? n * 2 : tiny_ldw(n) * (int64_t)sizeof(float);
-    int64_t r = (type == KILN_F16 ? 768 : 384) * 1024 / row / 4 * 4;
+/* Rows of a block: at most 384 KiB of widened rows, whole 4-row tiles,
+ * 4 to 64. */
+static int64_t t5_rows(int64_t n) {
+    int64_t r = 384 * 1024 / (tiny_ldw(n) * (int64_t)sizeof(float)) / 4 * 4;
     return r < 4 ? 4 : r > 64 ? 64 : r;
 }
 
-/* Floats of scratch per thread: the widened rows (none for F16), the
- * copied activation chunk, the partial sums of a block. */
 int64_t kiln_fggml_tiny_avx512_scratch(uint32_t type, int64_t n) {
-    const int64_t wide = type == KILN_F16 ? 0 : t5_rows(type, n) * tiny_ldw(n);
-    return wide + T5_KB * T5_TOK + t5_rows(type, n) * T5_TOK * 16;
+    return t5_rows(n) * tiny_ldw(n) + t5_rows(n) * T5_TOK * 16;
 }
 
-/* One tile for k in [k0, k0 + nk): rows w + i * ldw (i < 4; F16 in place
- * when half, else widened f32; w points at k0) against the chunk xc
- * (xc[(kk / 16 * T5_TOK + j) * 16 + l] = token j's value k0 + kk + l),
- * chains continued from part[(i * T5_TOK + j) * 16] (first: from zero)
- * and left there, or (last) reduced into y[j * n_out + i]. */
-AVX512 INLINE void t5_tile(const void *w, int64_t ldw, bool half, const float *xc, int64_t nk, int TN, float *part,
-                           bool first, bool last, float *y, int64_t n_out) {
+/* One tile for k in [k0, k0 + nk): rows wf + i * ldw (i < 4) against
+ * tokens x + j * n (j < TN), chains continued from part[(i * T5_TOK + j)
+ * * 16] (first: from zero) and left there, or (last) reduced into
+ * y[j * n_out + i]. */
+AVX512 INLINE void t5_tile(const float *wf, int64_t ldw, const float *x, int64_t n, int64_t k0, int64_t nk, int TN,
+                           float *part, bool first, bool last, float *y, int64_t n_out) {
     __m512 acc[4][T5_TOK];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
 #pragma GCC unroll 6
         for (int j = 0; j < TN; j++)
             acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + (i * T5_TOK + j) * 16);
-    for (int64_t kk = 0; kk < nk; kk += 16) {
+    for (int64_t k = k0; k < k0 + nk; k += 16) {
         __m512 a[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            a[i] = half ? wload(KILN_F16, (const uint16_t *)w + i * ldw, kk)
-                        : _mm512_load_ps((const float *)w + i * ldw + kk);
-        const float *xk = xc + kk * T5_TOK;
+        for (int i = 0; i < 4; i++) a[i] = _mm512_load_ps(wf + i * ldw + k);
 #pragma GCC unroll 6
         for (int j = 0; j < TN; j++) {
-            const __m512 b = _mm512_load_ps(xk + j * 16);
+            const __m512 b = _mm512_loadu_ps(x + j * n + k);
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) acc[i][j] = _mm512_fmadd_ps(a[i], b, acc[i][j]);
         }
@@ -529,81 +509,59 @@ AVX512 INLINE void t5_tile(const void *w, int64_t ldw, bool half, const float *x
         for (int j = 0; j < TN; j++) _mm512_store_ps(part + (i * T5_TOK + j) * 16, acc[i][j]);
 }
 
-/* Tokens x + j * n (j < TN), k in [k0, k0 + nk), into the chunk layout
- * t5_tile reads. */
-AVX512 static void t5_copy_chunk(const float *x, int64_t n, int64_t k0, int64_t nk, int TN, float *xc) {
-    for (int64_t kk = 0; kk < nk; kk += 16)
-        for (int j = 0; j < TN; j++) _mm512_store_ps(xc + (kk * T5_TOK + j * 16), _mm512_loadu_ps(x + j * n + k0 + kk));
-}
-
-/* Rows [r0, r0 + nr) (whole tiles) at w (row stride ldw elements: F16 in
- * place when half, else widened f32) against every token; scratch xc
- * for the activation chunk, part for the partial sums. */
-AVX512 INLINE void t5_block(const void *w, int64_t ldw, bool half, const float *x, int64_t n, int64_t n_tokens,
-                            int64_t r0, int64_t nr, float *xc, float *part, float *y, int64_t n_out) {
-    const int64_t esz = half ? 2 : 4;
+/* Rows [r0, r0 + nr) (whole tiles), widened at wf (stride ldw), against
+ * every token. */
+AVX512 static void t5_block(const float *wf, int64_t ldw, const float *x, int64_t n, int64_t n_tokens, int64_t r0,
+                            int64_t nr, float *part, float *y, int64_t n_out) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += T5_TOK) {
         const int TN = n_tokens - t0 < T5_TOK ? (int)(n_tokens - t0) : T5_TOK;
+        const float *xt = x + t0 * n;
         float *yt = y + t0 * n_out + r0;
         for (int64_t k0 = 0; k0 < n; k0 += T5_KB) {
             const int64_t nk = n - k0 < T5_KB ? n - k0 : T5_KB;
             const bool first = k0 == 0, last = k0 + nk == n;
-            t5_copy_chunk(x + t0 * n, n, k0, nk, TN, xc);
             for (int64_t i = 0; i < nr; i += 4) {
-                const void *wi = (const uint8_t *)w + (i * ldw + k0) * esz;
+                const float *wi = wf + i * ldw;
                 float *pi = part + i * T5_TOK * 16;
                 /* one instance per token count, so that the tile unrolls */
                 switch (TN) {
-                case 6: t5_tile(wi, ldw, half, xc, nk, 6, pi, first, last, yt + i, n_out); break;
-                case 5: t5_tile(wi, ldw, half, xc, nk, 5, pi, first, last, yt + i, n_out); break;
-                case 4: t5_tile(wi, ldw, half, xc, nk, 4, pi, first, last, yt + i, n_out); break;
-                case 3: t5_tile(wi, ldw, half, xc, nk, 3, pi, first, last, yt + i, n_out); break;
-                case 2: t5_tile(wi, ldw, half, xc, nk, 2, pi, first, last, yt + i, n_out); break;
-                default: t5_tile(wi, ldw, half, xc, nk, 1, pi, first, last, yt + i, n_out); break;
+                case 6: t5_tile(wi, ldw, xt, n, k0, nk, 6, pi, first, last, yt + i, n_out); break;
+                case 5: t5_tile(wi, ldw, xt, n, k0, nk, 5, pi, first, last, yt + i, n_out); break;
+                case 4: t5_tile(wi, ldw, xt, n, k0, nk, 4, pi, first, last, yt + i, n_out); break;
+                case 3: t5_tile(wi, ldw, xt, n, k0, nk, 3, pi, first, last, yt + i, n_out); break;
+                case 2: t5_tile(wi, ldw, xt, n, k0, nk, 2, pi, first, last, yt + i, n_out); break;
+                default: t5_tile(wi, ldw, xt, n, k0, nk, 1, pi, first, last, yt + i, n_out); break;
                 }
             }
         }
     }
 }
 
-/* The two instances: F16 rows in place, widened rows. */
-AVX512 static void t5_block_f16(const void *w, int64_t ldw, const float *x, int64_t n, int64_t n_tokens, int64_t r0,
-                                int64_t nr, float *xc, float *part, float *y, int64_t n_out) {
-    t5_block(w, ldw, true, x, n, n_tokens, r0, nr, xc, part, y, n_out);
-}
-AVX512 static void t5_block_f32(const void *w, int64_t ldw, const float *x, int64_t n, int64_t n_tokens, int64_t r0,
-                                int64_t nr, float *xc, float *part, float *y, int64_t n_out) {
-    t5_block(w, ldw, false, x, n, n_tokens, r0, nr, xc, part, y, n_out);
-}
-
 /* tinyBLAS's order for n_out % 4 == 0, n % 16 == 0 (see above). */
 AVX512 void kiln_fggml_tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                                   int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-    const bool half = type == KILN_F16;
-    const int64_t ldw = half ? n : tiny_ldw(n);
+    const int64_t ldw = tiny_ldw(n);
     /* at least 4 blocks a thread where the rows allow, for the dynamic
      * schedule to even out */
     const int64_t fair = n_out / (4 * omp_get_num_threads()) / 4 * 4;
-    int64_t rb = t5_rows(type, n);
+    int64_t rb = t5_rows(n);
     if (rb > fair) rb = fair < 4 ? 4 : fair;
     const int64_t nrb = (n_out + rb - 1) / rb;
-    float *wide = scratch, *xc = scratch + (half ? 0 : t5_rows(type, n) * ldw), *part = xc + T5_KB * T5_TOK;
+    float *wide = scratch, *part = scratch + t5_rows(n) * ldw;
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t b = 0; b < nrb; b++) {
         const int64_t r0 = b * rb, nr = n_out - r0 < rb ? n_out - r0 : rb;
-        if (half) {
-            t5_block_f16(w + r0 * row_bytes, ldw, x, n, n_tokens, r0, nr, xc, part, y, n_out);
-            continue;
-        }
         for (int64_t i = 0; i < nr; i++) {
             const uint8_t *wr = w + (r0 + i) * row_bytes;
             float *dst = wide + i * ldw;
-            if (type == KILN_BF16)
+            if (type == KILN_F16)
+                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_F16, wr, k));
+            else if (type == KILN_BF16)
                 for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_BF16, wr, k));
             else
                 memcpy(dst, wr, (size_t)n * sizeof(float));
         }
-        t5_block_f32(wide, ldw, x, n, n_tokens, r0, nr, xc, part, y, n_out);
+        t5_block(wide, ldw, x, n, n_tokens, r0, nr, part, y, n_out);
     }
 }
 
