@@ -63,6 +63,14 @@ bool kiln_cpu_has_vnni(void) {
 #endif
 }
 
+bool kiln_cpu_has_vbmi(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return kiln_cpu_has_vnni() && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg");
+#else
+    return false;
+#endif
+}
+
 const char *kiln_simd_name(kiln_simd_level level) {
     switch (level) {
     case KILN_SIMD_AVX512: return "avx512";

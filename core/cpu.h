@@ -25,6 +25,10 @@ void kiln_simd_set(kiln_simd_level level);
 /* True when the CPU has AVX512-VNNI (integer dot products). */
 bool kiln_cpu_has_vnni(void);
 
+/* True when it also has AVX512-VBMI and BITALG (byte permutes and
+ * popcounts: IQ2_XXS's table-free decode, runtime/vecdot_kvnni.c). */
+bool kiln_cpu_has_vbmi(void);
+
 /* Name of a level, for benchmarks and --version. */
 const char *kiln_simd_name(kiln_simd_level level);
 

@@ -55,10 +55,11 @@
 #endif
 
 #include "kernels.h"
-
-#include "../codec/iq2_tables.h"
 #include "vecdot_kbits.h"
 #include "vecdot_kstep.h"
+
+#include "../codec/iq2_tables.h"
+#include "../core/cpu.h"
 
 #include <string.h>
 
@@ -433,8 +434,7 @@ ZROW(VBMI, kiln_kvnni_iq2_xxs_vbmi, KILN_COMB_IQ2, zdecode_iq2_xxs_vbmi, KILN_KO
 /* The table's IQ2_XXS entry: the VBMI decode where the CPU has it. */
 void kiln_kvnni_iq2_xxs(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0, int nt,
                         float *y, int64_t ldy) {
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg"))
-        kiln_kvnni_iq2_xxs_vbmi(qt, w, nb, act, t0, nt, y, ldy);
+    if (kiln_cpu_has_vbmi()) kiln_kvnni_iq2_xxs_vbmi(qt, w, nb, act, t0, nt, y, ldy);
     else kiln_kvnni_iq2_xxs_bw(qt, w, nb, act, t0, nt, y, ldy);
 }
 #endif
