@@ -242,7 +242,8 @@ uint64_t kiln_hf_output_size(kiln_hf_model *m, kiln_err *err) {
 
 /* Bytes of each of the write pipe's two buffers: as large as the largest
  * chunk convert emits (34 MiB of Q8_0 from FP8, emit.c), so that a whole
- * chunk is written while the next one is made. */
+ * chunk is written while the next one is made, and a Q8_0 chunk is handed
+ * over uncopied (cv_write_pipe_give). */
 #define WRITE_PIPE_BUF (34u << 20)
 
 /* The writer sink, counting bytes for the progress callback (called from
@@ -269,6 +270,8 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
     kiln_write_opts wo = wopts ? *wopts : (kiln_write_opts){0};
     const char *inputs[1] = {src};
     if (!wo.inputs) wo.inputs = inputs, wo.n_inputs = 1;
+    /* gigabytes written once, read later if at all: past the page cache (kiln_out_direct) */
+    wo.direct_io = true;
     kiln_gguf_writer *w = kiln_writer_new(out, &wo, err);
     int rc = w ? 0 : -1;
     if (rc == 0) rc = kiln_hf_set_metadata(m, w, NULL, err);
@@ -279,10 +282,12 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
     /* the output is written by a thread while the next chunk is converted */
     cv_write_pipe *pipe = rc == 0 ? cv_write_pipe_new(progress_write, &ps, WRITE_PIPE_BUF, err) : NULL;
     if (!pipe) rc = -1;
+    m->reader.give = cv_write_pipe_give; /* whole chunks change hands uncopied */
     for (uint64_t i = 0; rc == 0 && i < m->plan.n; i++) {
         rc = cv_emit_tensor(&m->reader, i, cv_write_pipe_put, pipe, err);
         kiln_hf_tensor_done(m, i);
     }
+    m->reader.give = NULL;
     if (rc == 0) rc = cv_write_pipe_flush(pipe, err);
     cv_write_pipe_free(pipe);
     /* every lookup is done: the keys nobody read are known */

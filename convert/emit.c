@@ -10,16 +10,19 @@
 #include "../core/fp16.h"
 #include "../core/types.h"
 #include "../codec/codec.h"
+#include "direct_read.h"
 #include "f8.h"
 #include "mxfp4_hf.h"
+#include "q8_rows.h"
 #include "ternary.h"
 
 #define CHUNK_ELEMS (4u << 20) /* 16 MiB of f32 per chunk */
-/* FP8 -> Q8_0 keeps no f32 chunk, so its chunks are larger (32 MiB of FP8
- * in, 34 MiB of Q8_0 out): each chunk is one OpenMP region, and fewer
- * regions mean fewer spells of a worker spinning idle while the main
- * thread waits for the writer. */
-#define F8_Q8_CHUNK_ELEMS (32u << 20)
+/* FP8, BF16, F16 or F32 -> Q8_0 in one step keeps no f32 chunk, so its
+ * chunks are larger (32 MiB of FP8 in, 34 MiB of Q8_0 out, the size of a
+ * write pipe buffer, to which it is handed whole): each chunk is one split
+ * over the threads (row_split.h), and fewer chunks mean fewer thread
+ * starts and hand-offs. */
+#define Q8_CHUNK_ELEMS (32u << 20)
 
 static int grow(void *pp, uint64_t *cap, uint64_t need, kiln_err *err) {
     void **p = pp;
@@ -34,10 +37,16 @@ static int grow(void *pp, uint64_t *cap, uint64_t need, kiln_err *err) {
     return 0;
 }
 
-/* Gives back a buffer that a whole tensor made larger than a chunk. */
-static void shrink(void *pp, uint64_t *cap, uint64_t keep) {
+/* Buffers up to this size are kept from one tensor to the next: a model's
+ * many tensors of one shape (DeepSeek's kv_b, read whole, in every layer)
+ * would otherwise fault in and zero fresh pages each time, which cost
+ * convert more system time than reading them. */
+#define KEEP_BYTES (128u << 20)
+
+/* Gives back a buffer that a whole tensor made larger than KEEP_BYTES. */
+static void shrink(void *pp, uint64_t *cap) {
     void **p = pp;
-    if (*cap > keep) {
+    if (*cap > KEEP_BYTES) {
         free(*p);
         *p = NULL;
         *cap = 0;
@@ -85,10 +94,13 @@ int cv_reader_init(cv_reader *r, cv_source *src, const cv_stlist *st, const cv_p
     r->chunk_elems = CHUNK_ELEMS;
     r->whole_for = -1;
     r->scale_for = -1;
+    if (!src->is_archive && !(r->direct = cv_direct_new(src->n_files)))
+        return kiln_fail(err, NULL, NULL, -1, "cannot start the reader thread");
     return plan_spools(r, err);
 }
 
 void cv_reader_free(cv_reader *r) {
+    cv_direct_free(r->direct);
     free(r->raw);
     free(r->f32);
     free(r->out);
@@ -108,9 +120,7 @@ void cv_reader_done(cv_reader *r, uint64_t i) {
         }
     }
     if (r->whole_for == (int64_t)i) {
-        free(r->whole);
-        r->whole = NULL;
-        r->whole_cap = 0;
+        shrink(&r->whole, &r->whole_cap);
         r->whole_for = -1;
     }
 }
@@ -224,6 +234,64 @@ static void read_ahead(cv_reader *r, uint32_t file, uint64_t off, uint64_t n) {
     (void)madvise((void *)lo, (uintptr_t)(base + off + n) - lo, MADV_WILLNEED);
 }
 
+/* Rows of tensor o in a chunk of about `elems` weights (at least one). */
+static int64_t chunk_rows(const cv_out *o, uint64_t elems) {
+    int64_t rows = (int64_t)elems / o->ne[0];
+    return rows > 0 ? rows : 1;
+}
+
+/* Tensors cv_emit_tensor turns into Q8_0 in one step, without f32 rows in
+ * memory: FP8 (*f8) or float rows read as they are stored. */
+static bool one_step_q8(const cv_out *o, bool *f8) {
+    *f8 = is_e4m3(o->dtype);
+    return !o->gen && o->xform == CV_X_NONE && o->type == KILN_Q8_0 && o->ne[0] % 32 == 0 &&
+           (*f8 || o->dtype == KILN_ST_F32 || o->dtype == KILN_ST_F16 || o->dtype == KILN_ST_BF16);
+}
+
+/* Rows per chunk of cv_emit_tensor for o. */
+static int64_t emit_step(const cv_reader *r, const cv_out *o) {
+    bool f8;
+    return chunk_rows(o, one_step_q8(o, &f8) ? Q8_CHUNK_ELEMS : r->chunk_elems);
+}
+
+/* Where the bytes of rows [row, end) of a streamed tensor that lie in
+ * row's part are: *nx gets their file and range. */
+static void part_span(const cv_reader *r, const cv_out *o, int64_t row, int64_t end, cv_direct_next *nx) {
+    int64_t cols = o->ne[0], rows_pp = o->nelements / cols / o->n_parts, p = row / rows_pp, lr = row % rows_pp;
+    int64_t n = end - row < rows_pp - lr ? end - row : rows_pp - lr;
+    const kiln_st_tensor *t = &r->st->t[o->parts[p].st];
+    uint64_t row_bytes = (uint64_t)cols * kiln_st_dtype_size(o->dtype);
+    *nx = (cv_direct_next){.file = t->file, .path = r->src->files[t->file].path,
+                           .off = t->file_offset + (uint64_t)lr * row_bytes, .n = (uint64_t)n * row_bytes};
+}
+
+/* What the stream reads after rows [row, row + n) of chunk [r0, r1) of
+ * o: the next part in the chunk, the next chunk, or the next tensor's
+ * first chunk (r->next_tensor). */
+static void next_span(const cv_reader *r, const cv_out *o, int64_t row, int64_t n, int64_t r0, int64_t r1,
+                      cv_direct_next *nx) {
+    int64_t rows = o->nelements / o->ne[0];
+    if (row + n < r1) part_span(r, o, row + n, r1, nx);
+    else if (r1 < rows) part_span(r, o, r1, r1 + (r1 - r0) < rows ? r1 + (r1 - r0) : rows, nx);
+    else *nx = r->next_tensor;
+}
+
+/* Bytes [off, off + n) of a tensor part for the stream of its chunks, as
+ * source_bytes gives them, except that bytes the page cache does not hold
+ * are read direct (direct_read.h), `next` read ahead meanwhile; *p is then
+ * good until the next call. Mapped bytes get the kernel's read-ahead of
+ * `next` instead. */
+static int stream_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n, const cv_direct_next *next,
+                        uint8_t *dst, const uint8_t **p, kiln_err *err) {
+    if (r->direct && !cv_source_cached(r->src, file, off, n)) {
+        int rc = cv_direct_read(r->direct, file, r->src->files[file].path, off, n, next, p, err);
+        if (rc <= 0) return rc;
+    }
+    if (source_bytes(r, file, off, n, dst, p, err) < 0) return -1;
+    if (*p != dst && next->n) read_ahead(r, next->file, next->off, next->n);
+    return 0;
+}
+
 /* Done with source bytes: mapped pages leave the process's memory. */
 static void release_bytes(cv_reader *r, uint32_t file, uint64_t off, uint64_t n) {
     cv_source_unmap_hint(r->src, file, off, n);
@@ -254,11 +322,10 @@ static int stream_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, bo
         const uint8_t *src;
         /* scales first: the order plan_spools() assumed for archives */
         if (f8 && o->parts[p].scale >= 0 && load_scale(r, o->parts[p].scale, err) < 0) return -1;
-        if (source_bytes(r, t->file, off, len, dst, &src, err) < 0) return -1;
-        if (src != dst) { /* mapped: the part's next chunk is read while this one is converted */
-            uint64_t next = off + len, part_end = t->file_offset + t->nbytes;
-            read_ahead(r, t->file, next, part_end - next < len ? part_end - next : len);
-        }
+        /* what comes next is read while this is converted */
+        cv_direct_next nx;
+        next_span(r, o, row, n, r0, r1, &nx);
+        if (stream_bytes(r, t->file, off, len, &nx, dst, &src, err) < 0) return -1;
         if (f8) {
             if (dequant_part_rows(r, &o->parts[p], src, *f8_dst + (uint64_t)(row - r0) * f8_row_out, f8_q8, lr, n,
                                   cols, err) < 0)
@@ -357,8 +424,8 @@ static int load_whole(cv_reader *r, uint64_t i, kiln_err *err) {
     release_bytes(r, t->file, t->file_offset, t->nbytes);
     r->whole_for = (int64_t)i;
     r->whole_dtype = sd;
-    shrink(&r->raw, &r->raw_cap, (uint64_t)r->chunk_elems * 4);
-    shrink(&r->f32, &r->f32_cap, (uint64_t)r->chunk_elems * 4);
+    shrink(&r->raw, &r->raw_cap);
+    shrink(&r->f32, &r->f32_cap);
     return 0;
 }
 
@@ -433,12 +500,21 @@ static int narrow_to_i32(cv_reader *r, const void *src, kiln_st_dtype cd, int64_
     return 0;
 }
 
-/* Converts nrows rows in dtype cd to the planned type. *out points to the
- * result (possibly `src` itself, which may be fixed up in place). */
-static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_dtype cd, int64_t nrows,
+/* Converts rows [r0, r0 + nrows) in dtype cd to the planned type. *out
+ * points to the result (possibly `src` itself, which may be fixed up in
+ * place). */
+static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_dtype cd, int64_t r0, int64_t nrows,
                         const void **out, kiln_err *err) {
     int64_t n = nrows * o->ne[0];
     if (o->type == KILN_I32) return narrow_to_i32(r, src, cd, n, out, err);
+    if (o->type == KILN_Q8_0 && o->ne[0] % 32 == 0 &&
+        (cd == KILN_ST_F32 || cd == KILN_ST_F16 || cd == KILN_ST_BF16)) { /* in one step (q8_rows.h) */
+        if (grow(&r->out, &r->out_cap, kiln_type_row_bytes(KILN_Q8_0, (uint64_t)n), err) < 0 ||
+            cv_plain_q8_0_rows(src, cd, r->out, r0, nrows, o->ne[0], err) < 0)
+            return -1;
+        *out = r->out;
+        return 0;
+    }
     if ((cd == KILN_ST_F32 && o->type == KILN_F32) || (cd == KILN_ST_F16 && o->type == KILN_F16)) {
         *out = src;
         return 0;
@@ -476,12 +552,6 @@ static int convert_rows(cv_reader *r, const cv_out *o, const void *src, kiln_st_
 static void release_pending(cv_reader *r) {
     if (r->pending_len) release_bytes(r, r->pending_file, r->pending_off, r->pending_len);
     r->pending_len = 0;
-}
-
-/* Rows of tensor o in a chunk of about `elems` weights (at least one). */
-static int64_t chunk_rows(const cv_out *o, uint64_t elems) {
-    int64_t rows = (int64_t)elems / o->ne[0];
-    return rows > 0 ? rows : 1;
 }
 
 /* Rows [r0, r1) of one part of an MXFP4 expert tensor as ggml blocks at
@@ -523,8 +593,20 @@ static int mxfp4_rows(cv_reader *r, const cv_out *o, int64_t r0, int64_t r1, kil
     return 0;
 }
 
+/* r->next_tensor: the first bytes plan tensor i streams, or none (past the
+ * plan, or a tensor read whole or generated). */
+static void set_next_tensor(cv_reader *r, uint64_t i) {
+    r->next_tensor = (cv_direct_next){0};
+    if (i >= r->plan->n) return;
+    const cv_out *o = plan_out(r, i);
+    if (o->gen || o->nelements <= 0 || (o->xform != CV_X_NONE && o->xform != CV_X_NORM_SHIFT)) return;
+    int64_t rows = o->nelements / o->ne[0], step = emit_step(r, o);
+    part_span(r, o, 0, step < rows ? step : rows, &r->next_tensor);
+}
+
 int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err *err) {
     const cv_out *o = plan_out(r, i);
+    set_next_tensor(r, i + 1);
     int64_t rows = o->nelements / o->ne[0], step = chunk_rows(o, r->chunk_elems);
     if (o->xform == CV_X_MXFP4) {
         for (int64_t r0 = 0; r0 < rows; r0 += step) {
@@ -535,20 +617,23 @@ int cv_emit_tensor(cv_reader *r, uint64_t i, cv_sink sink, void *user, kiln_err 
         }
         return 0;
     }
-    /* FP8 to Q8_0 in one step, without the f32 rows in memory */
-    bool f8_q8 = !o->gen && o->xform == CV_X_NONE && is_e4m3(o->dtype) && o->type == KILN_Q8_0 &&
-                 o->ne[0] % 32 == 0;
-    if (f8_q8) step = chunk_rows(o, F8_Q8_CHUNK_ELEMS);
+    /* FP8 and float rows to Q8_0 in one step, without the f32 rows in
+     * memory (FP8 here, float rows in convert_rows) */
+    bool f8, f8_q8 = one_step_q8(o, &f8) && f8;
+    step = emit_step(r, o);
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
         int64_t r1 = r0 + step < rows ? r0 + step : rows;
         const void *src, *out;
         kiln_st_dtype cd;
         if (f8_q8) {
             if (stream_rows(r, o, r0, r1, true, &out, &cd, err) < 0) return -1;
-        } else if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 || convert_rows(r, o, src, cd, r1 - r0, &out, err) < 0) {
+        } else if (get_rows(r, i, r0, r1, &src, &cd, err) < 0 ||
+                   convert_rows(r, o, src, cd, r0, r1 - r0, &out, err) < 0) {
             return -1;
         }
-        if (sink(user, out, kiln_type_row_bytes(o->type, (uint64_t)((r1 - r0) * o->ne[0])), err) < 0) return -1;
+        uint64_t nb = kiln_type_row_bytes(o->type, (uint64_t)((r1 - r0) * o->ne[0]));
+        if (out == r->out && r->give ? r->give(user, &r->out, &r->out_cap, nb, err) < 0 : sink(user, out, nb, err) < 0)
+            return -1;
         release_pending(r);
     }
     return 0;

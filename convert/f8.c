@@ -2,13 +2,13 @@
 #include "f8.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../codec/blocks.h"
 #include "../codec/quants.h"
 #include "json.h"
+#include "q8_rows.h"
+#include "row_split.h"
 
 int cv_f8_config(json_t *config, bool *fp8, int64_t block[2], kiln_err *err) {
     *fp8 = false;
@@ -120,62 +120,42 @@ static void dequant_row_part(const uint8_t *row, float *dst, int64_t r, int64_t 
     }
 }
 
+/* The arguments of f8_decode and f8_dequant_slice: FP8 rows with their
+ * scales (dst only for the latter). */
+typedef struct f8_rows {
+    const uint8_t *src;
+    float *dst;
+    int64_t r0, cols, scale_cols;
+    const float *scale;
+    const int64_t *block;
+    bool per_row;
+} f8_rows;
+
+static void f8_dequant_slice(void *ctx, int slice, int64_t a, int64_t b) {
+    const f8_rows *f = ctx;
+    (void)slice;
+    for (int64_t i = a; i < b; i++)
+        dequant_row_part(f->src + i * f->cols, f->dst + i * f->cols, f->r0 + i, 0, f->cols, f->scale, f->scale_cols,
+                         f->block, f->per_row);
+}
+
 void cv_f8_dequant_rows(const uint8_t *src, float *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
                         int64_t scale_cols, const int64_t block[2], bool per_row) {
     init_lut();
-#pragma omp parallel for schedule(static) if (nrows * cols > (1 << 20))
-    for (int64_t i = 0; i < nrows; i++)
-        dequant_row_part(src + i * cols, dst + i * cols, r0 + i, 0, cols, scale, scale_cols, block, per_row);
+    f8_rows f = {.src = src, .dst = dst, .r0 = r0, .cols = cols, .scale_cols = scale_cols, .scale = scale,
+                 .block = block, .per_row = per_row};
+    cv_split_rows(f8_dequant_slice, &f, nrows, nrows * cols <= (1 << 20));
 }
 
-/* Weights per piece of a row decoded on the stack before Q8_0 takes it:
- * small enough to stay in L1, a multiple of Q8_0's 32. */
-#define Q8_PIECE 1024
-
-/* Index of the first non-finite value of x[0, n), or -1. */
-static int64_t first_non_finite(const float *x, int64_t n) {
-    uint32_t any = 0;
-#pragma omp simd reduction(| : any)
-    for (int64_t c = 0; c < n; c++) {
-        uint32_t u;
-        memcpy(&u, &x[c], 4);
-        any |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    if (!any) return -1;
-    for (int64_t c = 0; c < n; c++)
-        if (!isfinite(x[c])) return c;
-    return -1;
-}
-
-/* Threads for the fused step: one core is left to the write pipe's thread
- * (convert/write_pipe.c), which copies the previous chunk into the page
- * cache meanwhile; a second OpenMP worker there would only take turns with
- * it, and spin idle whenever the main thread waits for it. */
-static int q8_threads(void) {
-    int n = omp_get_max_threads();
-    return n > 2 ? n - 1 : 1;
+static void f8_decode(const void *ctx, int64_t row, int64_t c0, int64_t c1, float *dst) {
+    const f8_rows *f = ctx;
+    dequant_row_part(f->src + row * f->cols, dst, f->r0 + row, c0, c1, f->scale, f->scale_cols, f->block, f->per_row);
 }
 
 int64_t cv_f8_q8_0_rows(const uint8_t *src, void *dst, int64_t r0, int64_t nrows, int64_t cols, const float *scale,
                         int64_t scale_cols, const int64_t block[2], bool per_row) {
     init_lut();
-    const uint64_t row_bytes = (uint64_t)cols / KILN_QK * sizeof(kiln_block_q8_0);
-    int64_t first_bad = INT64_MAX;
-#pragma omp parallel for schedule(static) num_threads(q8_threads()) if (nrows * cols > (1 << 20))
-    for (int64_t i = 0; i < nrows; i++) {
-        float piece[Q8_PIECE];
-        uint8_t *out = (uint8_t *)dst + (uint64_t)i * row_bytes;
-        for (int64_t c0 = 0; c0 < cols; c0 += Q8_PIECE) {
-            int64_t c1 = cols - c0 > Q8_PIECE ? c0 + Q8_PIECE : cols;
-            dequant_row_part(src + i * cols, piece, r0 + i, c0, c1, scale, scale_cols, block, per_row);
-            int64_t bad = first_non_finite(piece, c1 - c0);
-            if (bad >= 0) { /* Q8_0 refuses it, as kiln_quantize_rows does */
-#pragma omp critical(cv_f8_q8_bad)
-                if (i * cols + c0 + bad < first_bad) first_bad = i * cols + c0 + bad;
-                break;
-            }
-            kiln_quantize_row_q8_0_ref(piece, out + (uint64_t)c0 / KILN_QK * sizeof(kiln_block_q8_0), c1 - c0);
-        }
-    }
-    return first_bad == INT64_MAX ? -1 : first_bad;
+    const f8_rows f = {.src = src, .r0 = r0, .cols = cols, .scale_cols = scale_cols, .scale = scale, .block = block,
+                       .per_row = per_row};
+    return cv_q8_0_rows(f8_decode, &f, dst, nrows, cols);
 }

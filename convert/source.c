@@ -334,6 +334,20 @@ void cv_source_unmap_hint(cv_source *s, uint32_t file, uint64_t off, uint64_t n)
     if (hi > lo) madvise(ds->maps[file] + lo, hi - lo, MADV_DONTNEED);
 }
 
+bool cv_source_cached(cv_source *s, uint32_t file, uint64_t off, uint64_t n) {
+    const uint8_t *base;
+    kiln_err ignored;
+    if (n == 0 || cv_source_map(s, file, &base, &ignored) != 0) return false;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), lo = off / page * page, hi = off + n;
+    uint64_t pages = (hi - lo + page - 1) / page, resident = 0;
+    unsigned char *vec = malloc(pages);
+    if (!vec) return false;
+    if (mincore((void *)(base + lo), hi - lo, vec) == 0)
+        for (uint64_t i = 0; i < pages; i++) resident += vec[i] & 1;
+    free(vec);
+    return resident * 2 >= pages;
+}
+
 int cv_source_want_later(cv_source *s, uint32_t file, uint64_t off, uint64_t n) {
     return s->is_archive ? cv_archive_want_later(s, file, off, n) : 0;
 }

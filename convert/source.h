@@ -81,6 +81,10 @@ int cv_source_map(cv_source *s, uint32_t file, const uint8_t **base, kiln_err *e
 /* Drops the mapped pages of [off, off+n) from the process (the page cache
  * keeps them); for reading a large file without its size in RSS. */
 void cv_source_unmap_hint(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
+/* Directories only: true when the page cache holds at least half of the
+ * pages of [off, off+n) (mincore on the mapping), so that mapping them
+ * costs no disk read; false for archives, or when it cannot tell. */
+bool cv_source_cached(cv_source *s, uint32_t file, uint64_t off, uint64_t n);
 
 /* Archives only (no-ops otherwise): the range will be read after the
  * stream passed it, so keep a copy when passing. 0 or -1 (no memory). */

@@ -14,8 +14,9 @@
 struct cv_write_pipe {
     cv_sink sink;
     void *user;
-    uint64_t cap;
+    uint64_t cap;      /* the buffers' size as made */
     uint8_t *buf[2];
+    uint64_t bcap[2];  /* each buffer's size: cap, or a given buffer's */
     uint64_t len[2];
     bool ready[2];   /* handed to the thread, not yet written */
     int fill;        /* the buffer the caller fills */
@@ -62,6 +63,7 @@ cv_write_pipe *cv_write_pipe_new(cv_sink sink, void *user, uint64_t buf_bytes, k
     p->sink = sink, p->user = user, p->cap = buf_bytes ? buf_bytes : 1;
     p->buf[0] = malloc(p->cap);
     p->buf[1] = malloc(p->cap);
+    p->bcap[0] = p->bcap[1] = p->cap;
     if (!p->buf[0] || !p->buf[1]) {
         kiln_fail(err, NULL, NULL, -1, "out of memory (2 x %llu bytes of write buffers)", (unsigned long long)p->cap);
         cv_write_pipe_free(p);
@@ -103,12 +105,12 @@ int cv_write_pipe_put(void *pipe, const void *data, uint64_t n, kiln_err *err) {
     const uint8_t *src = data;
     while (n > 0) {
         int b = p->fill; /* only the caller changes fill: no lock to read it */
-        uint64_t k = p->cap - p->len[b] < n ? p->cap - p->len[b] : n;
+        uint64_t k = p->bcap[b] - p->len[b] < n ? p->bcap[b] - p->len[b] : n;
         memcpy(p->buf[b] + p->len[b], src, k);
         p->len[b] += k;
         src += k;
         n -= k;
-        if (p->len[b] == p->cap) {
+        if (p->len[b] == p->bcap[b]) {
             pthread_mutex_lock(&p->mu);
             hand_off(p);
             bool failed = p->failed;
@@ -117,6 +119,24 @@ int cv_write_pipe_put(void *pipe, const void *data, uint64_t n, kiln_err *err) {
         }
     }
     return 0;
+}
+
+int cv_write_pipe_give(void *pipe, uint8_t **buf, uint64_t *cap, uint64_t n, kiln_err *err) {
+    cv_write_pipe *p = pipe;
+    /* a small piece is cheaper copied than written alone; a small buffer
+     * would make the pipe's later puts hand off small pieces */
+    if (n < p->cap / 16 || *cap < p->cap / 2) return cv_write_pipe_put(p, *buf, n, err);
+    pthread_mutex_lock(&p->mu);
+    if (p->len[p->fill] > 0) hand_off(p); /* what was put before goes first */
+    int b = p->fill; /* free: hand_off waited for it */
+    uint8_t *mine = p->buf[b];
+    uint64_t mine_cap = p->bcap[b];
+    p->buf[b] = *buf, p->bcap[b] = *cap, p->len[b] = n;
+    *buf = mine, *cap = mine_cap;
+    hand_off(p);
+    bool failed = p->failed;
+    pthread_mutex_unlock(&p->mu);
+    return failed ? pipe_error(p, err) : 0;
 }
 
 int cv_write_pipe_flush(cv_write_pipe *p, kiln_err *err) {

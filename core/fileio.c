@@ -37,6 +37,7 @@ int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err) {
     f->path = strdup(path);
     f->tmp_path = malloc(strlen(path) + 5);
     f->buf = malloc(OUT_BUF);
+    f->buf_cap = OUT_BUF;
     if (!f->path || !f->tmp_path || !f->buf) {
         kiln_out_discard(f);
         return kiln_fail(err, path, NULL, -1, "out of memory");
@@ -55,56 +56,105 @@ int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err) {
     return 0;
 }
 
-/* Writes n bytes at file position file_pos. Every WRITEBACK_STEP bytes, asks the kernel to start
- * writing them to disk, so the fsync at the end overlaps with our work
- * instead of waiting for the whole file. */
+/* Every WRITEBACK_STEP bytes of a buffered file, the kernel is asked to
+ * start writing them to disk, so the fsync at the end overlaps with our
+ * work instead of waiting for the whole file. */
 #define WRITEBACK_STEP (64u << 20)
 
+/* Direct mode: the buffer's size and alignment, and the unit of every
+ * direct write's length and file offset (4096 covers every logical block
+ * size in use; the device's own may be smaller). */
+#define DIRECT_BUF (8u << 20)
+#define DIRECT_ALIGN 4096u
+
+/* Leaves direct mode: the rest of the file goes through the page cache. */
+static int stop_direct(kiln_outfile *f, kiln_err *err) {
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return kiln_fail(err, f->tmp_path, NULL, -1, "cannot leave direct I/O: %s", strerror(errno));
+    f->direct = false;
+    f->synced = f->pos - f->buf_len; /* nothing before this is dirty in the page cache */
+    return 0;
+}
+
+/* Writes n bytes at file position file_pos. */
 static int write_all(kiln_outfile *f, const unsigned char *p, uint64_t n, uint64_t file_pos, kiln_err *err) {
     uint64_t done = 0;
     while (done < n) {
         ssize_t w = write(f->fd, p + done, n - done);
         if (w < 0) {
             if (errno == EINTR) continue;
+            /* a direct write this device will not take: the page cache will */
+            if (errno == EINVAL && f->direct) {
+                if (stop_direct(f, err) < 0) return -1;
+                continue;
+            }
             return kiln_fail(err, f->tmp_path, NULL, (int64_t)(file_pos + done), "write failed: %s", strerror(errno));
         }
         done += (uint64_t)w;
     }
     uint64_t end = file_pos + n;
-    if (end - f->synced >= WRITEBACK_STEP) {
+    if (!f->direct && end - f->synced >= WRITEBACK_STEP) {
         sync_file_range(f->fd, (off64_t)f->synced, (off64_t)(end - f->synced), SYNC_FILE_RANGE_WRITE);
         f->synced = end;
     }
     return 0;
 }
 
+/* Writes the buffer out. In direct mode a length that is not whole blocks
+ * (the file's end, or a hole next) ends the mode: the whole blocks are
+ * written direct, the rest through the page cache. */
 static int flush_buf(kiln_outfile *f, kiln_err *err) {
-    int rc = write_all(f, f->buf, f->buf_len, f->pos - f->buf_len, err);
+    uint64_t start = f->pos - f->buf_len, head = f->buf_len;
+    if (f->direct && head % DIRECT_ALIGN) head -= head % DIRECT_ALIGN;
+    int rc = write_all(f, f->buf, head, start, err);
+    if (rc == 0 && head < f->buf_len) {
+        rc = stop_direct(f, err);
+        if (rc == 0) rc = write_all(f, f->buf + head, f->buf_len - head, start + head, err);
+    }
     f->buf_len = 0;
     return rc;
+}
+
+int kiln_out_direct(kiln_outfile *f, kiln_err *err) {
+    if (f->pos) return kiln_fail(err, f->tmp_path, NULL, -1, "direct I/O asked for after %llu bytes were written",
+                                 (unsigned long long)f->pos);
+    if (f->direct) return 1;
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl < 0 || fcntl(f->fd, F_SETFL, fl | O_DIRECT) < 0) return 0; /* not on this filesystem */
+    void *buf;
+    if (posix_memalign(&buf, DIRECT_ALIGN, DIRECT_BUF) != 0) {
+        (void)fcntl(f->fd, F_SETFL, fl);
+        return kiln_fail(err, f->tmp_path, NULL, -1, "out of memory");
+    }
+    free(f->buf);
+    f->buf = buf;
+    f->buf_cap = DIRECT_BUF;
+    f->direct = true;
+    return 1;
 }
 
 int kiln_out_write(kiln_outfile *f, const void *data, uint64_t n, kiln_err *err) {
     const unsigned char *p = data;
     while (n > 0) {
-        if (f->buf_len == 0 && n >= OUT_BUF) {
+        if (f->buf_len == 0 && n >= f->buf_cap && !f->direct) {
             /* Large writes skip the buffer: one copy (the kernel's), straight
              * from the caller's memory, often a mapped input file. */
-            uint64_t k = n / OUT_BUF * OUT_BUF;
+            uint64_t k = n / f->buf_cap * f->buf_cap;
             f->pos += k;
             if (write_all(f, p, k, f->pos - k, err) < 0) return -1;
             p += k;
             n -= k;
             continue;
         }
-        uint64_t room = OUT_BUF - f->buf_len;
+        uint64_t room = f->buf_cap - f->buf_len;
         uint64_t k = n < room ? n : room;
         memcpy(f->buf + f->buf_len, p, k);
         f->buf_len += k;
         f->pos += k;
         p += k;
         n -= k;
-        if (f->buf_len == OUT_BUF && flush_buf(f, err) < 0) return -1;
+        if (f->buf_len == f->buf_cap && flush_buf(f, err) < 0) return -1;
     }
     return 0;
 }
@@ -129,6 +179,8 @@ int kiln_out_skip(kiln_outfile *f, uint64_t n, kiln_err *err) {
         return kiln_fail(err, f->tmp_path, NULL, (int64_t)(f->pos - n), "cannot skip %llu bytes: %s",
                          (unsigned long long)n, strerror(errno));
     f->synced = f->pos;
+    /* direct writes from here would start off a block boundary */
+    if (f->direct && f->pos % DIRECT_ALIGN) return stop_direct(f, err);
     return 0;
 }
 

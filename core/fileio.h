@@ -24,6 +24,8 @@ typedef struct kiln_outfile {
     uint64_t synced; /* bytes whose writeback has been started */
     unsigned char *buf;
     uint64_t buf_len;
+    uint64_t buf_cap; /* bytes of buf */
+    bool direct;      /* writes bypass the page cache (kiln_out_direct) */
 } kiln_outfile;
 
 /* Fails when `path` is one of `inputs`, or exists and !force. */
@@ -33,6 +35,18 @@ int kiln_check_output(const char *path, const char *const *inputs, int n_inputs,
 /* Creates path.tmp for writing (buffered). */
 int kiln_out_open(kiln_outfile *f, const char *path, kiln_err *err);
 int kiln_out_write(kiln_outfile *f, const void *data, uint64_t n, kiln_err *err);
+/* Asks for the rest of the file to be written past the page cache
+ * (O_DIRECT), in whole aligned blocks from an aligned buffer, the last
+ * partial block through the page cache at close. For outputs of gigabytes:
+ * the kernel's copy into the page cache, and the eviction of other data it
+ * forces, cost more than the disk write on a busy machine, and the file
+ * would not stay cached anyway. Call it before anything is written. 1 when
+ * direct writes are on; 0 when the filesystem does not offer them (the
+ * file stays buffered: only the speed differs); -1 with err when out of
+ * memory or called after a write. A direct write the kernel refuses later
+ * (EINVAL: an alignment this device does not take) turns the mode off and
+ * is done buffered. */
+int kiln_out_direct(kiln_outfile *f, kiln_err *err);
 /* Writes zero bytes until pos is a multiple of `alignment`. */
 int kiln_out_pad(kiln_outfile *f, uint64_t alignment, kiln_err *err);
 /* Moves n bytes on without writing them: a hole that reads as zeros and,

@@ -183,6 +183,7 @@ typedef struct kiln_write_opts {
     const char *const *inputs;   /* paths that must never be written */
     int n_inputs;
     uint32_t version;            /* 0: 3 */
+    bool direct_io;              /* write past the page cache where possible (kiln_out_direct) */
 } kiln_write_opts;
 
 /* Starts a file at `path` (shards get -NNNNN-of-NNNNN.gguf names when the

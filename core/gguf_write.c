@@ -355,6 +355,7 @@ int kiln_writer_begin(kiln_gguf_writer *w, kiln_err *err) {
     for (uint32_t s = 0; s < w->n_shards; s++) {
         shard_name(w, s, name, sizeof name);
         if (kiln_out_open(&w->out[s], name, err) < 0) return -1;
+        if (w->opts.direct_io && kiln_out_direct(&w->out[s], err) < 0) return -1;
     }
     w->cur_shard = 0;
     w->cur_tensor = 0;

@@ -16,11 +16,14 @@ void kiln_golden_report_free(kiln_golden_report *rep) {
 }
 
 /* Evaluates prompt i and folds its comparison into `one` and `all`. */
-static int check_prompt(kiln_ctx *ctx, const kiln_logit_set *set, uint32_t i, float *logits, int32_t *next,
-                        kiln_pos_cmp *cmp, kiln_cmp_acc *one, kiln_cmp_acc *all, kiln_err *err) {
+static int check_prompt(kiln_ctx *ctx, const kiln_logit_set *set, uint32_t i, int64_t n_batch, float *logits,
+                        int32_t *next, kiln_pos_cmp *cmp, kiln_cmp_acc *one, kiln_cmp_acc *all, kiln_err *err) {
     const kiln_logit_seq *q = &set->seqs[i];
     kiln_ctx_clear(ctx);
-    if (kiln_eval(ctx, q->ids, q->n_tokens, logits, err)) return -1;
+    for (int64_t j = 0; j < q->n_tokens; j += n_batch) /* one call per batch, the cache carried */
+        if (kiln_eval(ctx, q->ids + j, q->n_tokens - j < n_batch ? q->n_tokens - j : n_batch,
+                      logits + j * set->n_vocab, err))
+            return -1;
     for (uint32_t t = 0; t < q->n_tokens; t++) next[t] = t + 1 < q->n_tokens ? q->ids[t + 1] : -1;
     kiln_compare_rows(q->logits, logits, q->n_tokens, set->n_vocab, next, cmp);
     for (uint32_t t = 0; t < q->n_tokens; t++)
@@ -30,7 +33,7 @@ static int check_prompt(kiln_ctx *ctx, const kiln_logit_set *set, uint32_t i, fl
 }
 
 int kiln_golden_check(const kiln_model *m, const kiln_golden *g, const kiln_golden_thresholds *t,
-                      kiln_numeric_mode mode, kiln_golden_report *rep, kiln_err *err) {
+                      kiln_numeric_mode mode, int64_t n_batch, kiln_golden_report *rep, kiln_err *err) {
     memset(rep, 0, sizeof *rep);
     const kiln_logit_set *set = &g->set;
     if ((int64_t)set->n_vocab != m->hp.n_vocab)
@@ -59,7 +62,7 @@ int kiln_golden_check(const kiln_model *m, const kiln_golden *g, const kiln_gold
     kiln_cmp_acc all = {0};
     for (uint32_t i = 0; !rc && i < set->n_seqs; i++) {
         kiln_cmp_acc one = {0};
-        rc = check_prompt(ctx, set, i, logits, next, cmp, &one, &all, err);
+        rc = check_prompt(ctx, set, i, n_batch > 0 ? n_batch : (int64_t)longest, logits, next, cmp, &one, &all, err);
         if (!rc) {
             rep->n_tokens[i] = set->seqs[i].n_tokens;
             kiln_cmp_summarize(&one, &rep->prompts[i]);

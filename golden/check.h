@@ -43,7 +43,7 @@ typedef struct kiln_golden_report {
  * the thresholds hold (see rep->passed), -1 when the check cannot run:
  * another vocabulary size, an id the model does not have, an eval error. */
 int kiln_golden_check(const kiln_model *m, const kiln_golden *g, const kiln_golden_thresholds *t,
-                      kiln_numeric_mode mode, kiln_golden_report *rep, kiln_err *err);
+                      kiln_numeric_mode mode, int64_t n_batch, kiln_golden_report *rep, kiln_err *err);
 
 void kiln_golden_report_free(kiln_golden_report *rep);
 

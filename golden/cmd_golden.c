@@ -40,6 +40,8 @@ static const char *USAGE =
     "      --min-top1 P         fail when top-1 agreement (a fraction) is below P\n"
     "      --max-abs D          fail when any logit differs by more than D\n"
     "      --max-ppl-ratio R    fail when PPL(MODEL) / PPL(GOLDEN) exceeds R\n"
+    "  -b, --batch-size N       evaluate each prompt N tokens per call, the cache\n"
+    "                           carried (llama.cpp's ubatches; default: one call)\n"
     "      --json               print the whole report as JSON\n"
     "\n"
     "--layers: runs models A and B on TEXT and reports, per layer and tensor\n"
@@ -58,7 +60,7 @@ enum { O_MAXP = 256, O_F16, O_FORCE, O_KLD, O_TOP1, O_ABS, O_PPLR, O_JSON, O_EXA
 
 typedef struct opts {
     const char *prompts, *out;
-    uint64_t max_prompts, threads;
+    uint64_t max_prompts, threads, n_batch;
     bool f16, force, json, exact;
     kiln_golden_thresholds t;
 } opts;
@@ -79,12 +81,13 @@ static int parse(int argc, char **argv, opts *o) {
         {"min-top1", required_argument, 0, O_TOP1}, {"max-abs", required_argument, 0, O_ABS},
         {"max-ppl-ratio", required_argument, 0, O_PPLR}, {"json", no_argument, 0, O_JSON},
         {"threads", required_argument, 0, 't'}, {"exact", no_argument, 0, O_EXACT},
+        {"batch-size", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     *o = (opts){.t = kiln_golden_no_thresholds()};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "p:o:t:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:o:t:b:h", lo, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case 'p': o->prompts = optarg; break;
@@ -108,6 +111,10 @@ static int parse(int argc, char **argv, opts *o) {
                 rc = kiln_cli_usage_error("golden", "--threads needs a positive number");
             break;
         case O_EXACT: o->exact = true; break;
+        case 'b':
+            if (!kiln_parse_u64(optarg, &o->n_batch) || !o->n_batch || o->n_batch > (1u << 24))
+                rc = kiln_cli_usage_error("golden", "-b needs a positive number");
+            break;
         case 'h': fputs(USAGE, stdout); return -1;
         default: rc = kiln_cli_usage_error("golden", "unknown option");
         }
@@ -123,6 +130,7 @@ static int cmd_record(int argc, char **argv) {
     if (rc) return rc < 0 ? KILN_EXIT_OK : rc;
     if (optind != argc - 1) return kiln_cli_usage_error("golden", "record expects exactly one MODEL");
     if (!o.prompts || !o.out) return kiln_cli_usage_error("golden", "record needs --prompts FILE and -o OUT");
+    if (o.n_batch) return kiln_cli_usage_error("golden", "-b belongs to golden check");
     if (o.json || !isnan(o.t.max_kld) || !isnan(o.t.min_top1) || !isnan(o.t.max_abs) || !isnan(o.t.max_ppl_ratio))
         return kiln_cli_usage_error("golden", "thresholds and --json belong to golden check");
     kiln_err err = {{0}};
@@ -235,7 +243,8 @@ static int cmd_check(int argc, char **argv) {
     if (kiln_golden_load(path, &g, &err)) return kiln_cli_fail(&err);
     kiln_model *m = kiln_model_load(model, &err);
     kiln_golden_report rep;
-    if (!m || kiln_golden_check(m, &g, &o.t, o.exact ? KILN_NUM_EXACT : KILN_NUM_GGML, &rep, &err)) {
+    if (!m || kiln_golden_check(m, &g, &o.t, o.exact ? KILN_NUM_EXACT : KILN_NUM_GGML, (int64_t)o.n_batch, &rep,
+                                &err)) {
         rc = kiln_cli_fail(&err);
     } else {
         rc = o.json ? print_json(model, path, &g, &rep, &o.t) : print_text(model, path, &g, &rep, &o.t);

@@ -45,7 +45,9 @@ typedef struct run {
 
 /* llama-perplexity's defaults: F16 KV cache, flash attention */
 static kiln_ctx_params ctx_params(const kiln_ppl_params *p, int64_t n_ctx) {
-    return (kiln_ctx_params){.n_ctx = n_ctx, .mode = p->mode, .attention = KILN_ATTN_LLAMACPP};
+    /* rows before the scored half are never read: no output product for them */
+    return (kiln_ctx_params){.n_ctx = n_ctx, .mode = p->mode, .attention = KILN_ATTN_LLAMACPP,
+                             .logits_from = n_ctx / 2};
 }
 
 static int run_init(run *R, const kiln_model *m, const kiln_ppl_params *p, int64_t n_ctx, kiln_err *err) {

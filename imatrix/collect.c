@@ -1,11 +1,25 @@
 /* imatrix/collect.c - the accumulator behind the matmul hook (see
- * collect.h for what is collected and why it is kept in double). */
+ * collect.h for what is collected and why it is kept in double).
+ *
+ * The sums of a dense product's input are added by column blocks on the
+ * whole team and, on AVX-512, 8 columns per register (add_columns): the
+ * runtime calls the hook between products, with the other threads idle,
+ * and a 1B model's 512-token chunk brings 200 M squares. Every level and
+ * thread count gives the scalar loop's bits (tests/test_imatrix_columns.c). */
 #include "collect.h"
 
+#include "../core/cpu.h"
+
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+#endif
 
 void kiln_imx_collector_init(kiln_imx_collector *c, const kiln_gguf *model, bool process_output, bool with_sum) {
     memset(c, 0, sizeof *c);
@@ -153,6 +167,76 @@ static void report_non_finite(kiln_imx_collector *c, const char *name, int exper
               (long long)c->chunk + 1, what, (long long)col);
 }
 
+/* Columns [j0, j1) of the sums, token after token: the definition. */
+static void add_columns_scalar(double *s2, double *s1, const float *x, int64_t nt, int64_t n_in, int64_t j0,
+                               int64_t j1) {
+    for (int64_t t = 0; t < nt; t++) {
+        const float *row = x + t * n_in;
+        for (int64_t j = j0; j < j1; j++) s2[j] += (double)row[j] * row[j];
+        if (s1)
+            for (int64_t j = j0; j < j1; j++) s1[j] += row[j];
+    }
+}
+
+#ifdef __x86_64__
+/* The same sums, 8 columns per register: a block's sums stay in
+ * registers while every token passes, instead of a load and a store of
+ * each sum per token. The float square is exact in double (48 bits of
+ * 53), so fma(x, x, s) rounds once, as s + x * x does: every column gets
+ * the scalar bits. */
+AVX512 static void add_columns_avx512(double *s2, double *s1, const float *x, int64_t nt, int64_t n_in, int64_t j0,
+                                      int64_t j1) {
+    int64_t j = j0;
+    for (; j + 32 <= j1; j += 32) {
+        __m512d q[4], l[4];
+        for (int b = 0; b < 4; b++) {
+            q[b] = _mm512_loadu_pd(s2 + j + 8 * b);
+            l[b] = s1 ? _mm512_loadu_pd(s1 + j + 8 * b) : _mm512_setzero_pd();
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            const float *row = x + t * n_in + j;
+            for (int b = 0; b < 4; b++) {
+                const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(row + 8 * b));
+                q[b] = _mm512_fmadd_pd(v, v, q[b]);
+                l[b] = _mm512_add_pd(l[b], v);
+            }
+        }
+        for (int b = 0; b < 4; b++) {
+            _mm512_storeu_pd(s2 + j + 8 * b, q[b]);
+            if (s1) _mm512_storeu_pd(s1 + j + 8 * b, l[b]);
+        }
+    }
+    add_columns_scalar(s2, s1, x, nt, n_in, j, j1);
+}
+#endif
+
+/* Columns per block of the team's split: eight of add_columns_avx512's
+ * 32-column steps. Calls under 64 Ki values stay on one thread, so that
+ * a small product does not pay for a team. */
+#define COL_BLOCK 256
+
+/* s2[j] += x[t][j]^2 (and s1[j] += x[t][j]) for every column j < n_in,
+ * tokens t = 0, 1, ..., nt - 1 in order. */
+static void add_columns(double *s2, double *s1, const float *x, int64_t nt, int64_t n_in) {
+#ifdef __x86_64__
+    const bool simd = kiln_simd() >= KILN_SIMD_AVX512;
+#endif
+    const int64_t nb = (n_in + COL_BLOCK - 1) / COL_BLOCK;
+    /* each column's sum is its own chain over the tokens, in token order,
+     * whichever thread takes its block: the split changes no bit */
+#pragma omp parallel for schedule(static) if (nb > 1 && nt * n_in >= 65536 && !omp_in_parallel())
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t j0 = b * COL_BLOCK, j1 = n_in - j0 < COL_BLOCK ? n_in : j0 + COL_BLOCK;
+#ifdef __x86_64__
+        if (simd) {
+            add_columns_avx512(s2, s1, x, nt, n_in, j0, j1);
+            continue;
+        }
+#endif
+        add_columns_scalar(s2, s1, x, nt, n_in, j0, j1);
+    }
+}
+
 static void accumulate(kiln_imx_collector *c, const char *name, int expert, const float *x, int64_t nt,
                        int64_t n_in) {
     int64_t n_mat = expert >= 0 ? experts_of(c, name) : 1;
@@ -168,12 +252,7 @@ static void accumulate(kiln_imx_collector *c, const char *name, int expert, cons
     }
     int64_t m = expert >= 0 ? expert : 0;
     double *s2 = a->sum2 + m * n_in, *s1 = a->sum ? a->sum + m * n_in : NULL;
-    for (int64_t t = 0; t < nt; t++) {
-        const float *row = x + t * n_in;
-        for (int64_t j = 0; j < n_in; j++) s2[j] += (double)row[j] * row[j];
-        if (s1)
-            for (int64_t j = 0; j < n_in; j++) s1[j] += row[j];
-    }
+    add_columns(s2, s1, x, nt, n_in);
     a->counts[m] += nt;
     for (int64_t j = 0; j < n_in; j++)
         if (!isfinite(s2[j]) || (s1 && !isfinite(s1[j]))) {
@@ -188,7 +267,8 @@ void kiln_imx_hook(void *user, const char *tensor_name, int expert, const float 
     kiln_imx_collector *c = user;
     if (n_tokens <= 0 || !wanted(c, tensor_name)) return;
     /* The runtime may call from several threads (one per expert); the
-     * sums are shared, and the work here is tiny next to the product. */
+     * sums are shared. A call from serial code splits its columns over
+     * the team (add_columns). */
 #pragma omp critical(kiln_imx_hook)
     {
         if (!c->failed) accumulate(c, tensor_name, expert, x, n_tokens, n_in);

@@ -84,23 +84,60 @@ static int64_t chunk_rows(int64_t nrows, int64_t ne0) {
     return per < 1 ? 1 : per > cap ? cap : per;
 }
 
-/* One tensor's work, cut into chunks of rows over all its matrices. */
+/* One tensor's work, cut into chunks of rows over all its matrices. The
+ * source rows are f32 (used in place) or another type (F16, BF16, a
+ * quantized type) that each chunk converts into its thread's scratch just
+ * before quantizing it: no f32 copy of the tensor, no serial conversion
+ * pass, and the rows are still in cache when they are quantized. Each row
+ * is converted by the same dequantize_row either way, so the bytes do not
+ * depend on where the conversion happens. */
 typedef struct job {
     uint32_t type;
     const kiln_codec *codec;
-    const float *src, *w; /* w: ne[2] slices of ne0 weights, or NULL */
+    const uint8_t *src;          /* rows of src_row_bytes each */
+    const kiln_codec *src_codec; /* NULL: src is f32 */
+    uint64_t src_row_bytes;
+    const float *w;              /* ne[2] slices of ne0 weights, or NULL */
     uint8_t *dst;
     int64_t ne0, nrows, n_w, per, per_mat, nchunks;
     uint64_t row_bytes;
     failure f;
 } job;
 
-/* Quantizes chunk ci, then reads it back while it is still in cache.
- * `row` is ne0 floats of scratch (NULL for f32, which needs no check). */
-static void quantize_chunk(job *j, int64_t ci, float *row) {
+/* A thread's scratch: one chunk of converted rows (when the source is
+ * not f32) and one row to read the output back into (when it is not f32). */
+typedef struct scratch {
+    float *rows, *check;
+} scratch;
+
+static void scratch_free(scratch *sc) {
+    free(sc->rows);
+    free(sc->check);
+    sc->rows = sc->check = NULL;
+}
+
+static bool scratch_alloc(const job *j, scratch *sc) {
+    sc->rows = j->src_codec ? malloc((size_t)(j->per * j->ne0) * sizeof(float)) : NULL;
+    sc->check = j->type != KILN_F32 ? malloc((size_t)j->ne0 * sizeof(float)) : NULL;
+    if ((j->src_codec && !sc->rows) || (j->type != KILN_F32 && !sc->check)) {
+        scratch_free(sc);
+        return false;
+    }
+    return true;
+}
+
+/* Quantizes chunk ci (converting its rows first when the source is not
+ * f32), then reads it back while it is still in cache. */
+static void quantize_chunk(job *j, int64_t ci, scratch *sc) {
     int64_t m = ci / j->per_mat, r0 = (ci % j->per_mat) * j->per, rr, cc;
     int64_t nr = j->nrows - r0 < j->per ? j->nrows - r0 : j->per, g = m * j->nrows + r0;
-    const float *x = j->src + g * j->ne0;
+    const uint8_t *in = j->src + (uint64_t)g * j->src_row_bytes;
+    const float *x = (const float *)in;
+    if (j->src_codec) {
+        for (int64_t r = 0; r < nr; r++)
+            j->src_codec->dequantize_row(in + (uint64_t)r * j->src_row_bytes, sc->rows + r * j->ne0, j->ne0);
+        x = sc->rows;
+    }
     uint8_t *y = j->dst + (uint64_t)g * j->row_bytes;
     kiln_err inner = {{0}};
     if (!kiln_quantize_rows(j->type, x, y, nr, j->ne0, j->w ? j->w + (m % j->n_w) * j->ne0 : NULL, &inner)) {
@@ -111,60 +148,73 @@ static void quantize_chunk(job *j, int64_t ci, float *row) {
             fail_at(&j->f, g, "%s", inner.msg);
         return;
     }
-    int64_t bad = row ? bad_output_row(j->codec, y, j->row_bytes, nr, j->ne0, row) : -1;
+    int64_t bad = sc->check ? bad_output_row(j->codec, y, j->row_bytes, nr, j->ne0, sc->check) : -1;
     if (bad >= 0)
         fail_at(&j->f, g + bad, "row %lld reads back as NaN/Inf as %s; refusing to write it", (long long)(r0 + bad),
                 kiln_type_name(j->type));
 }
 
-int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
-                             const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
+int64_t kiln_quantize_tensor_from(uint32_t type, uint32_t src_type, const void *src, void *dst, const int64_t ne[4],
+                                  const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
     const int64_t groups = imatrix && ne[2] * ne[3] == 1 ? kiln_imatrix_row_groups(imatrix, ne, 2) : 1;
     if (groups > 1) { /* a grouped 2-D weight: its row groups as matrices, each with its columns' weights */
         const int64_t as_groups[4] = {ne[0], ne[1] / groups, groups, 1};
-        return kiln_quantize_tensor(type, src, dst, as_groups, imatrix, zero_experts, err);
+        return kiln_quantize_tensor_from(type, src_type, src, dst, as_groups, imatrix, zero_experts, err);
     }
     int64_t ne0 = ne[0], nrows = ne[1], n_mat = ne[2] * ne[3], zero = 0;
     if (zero_experts) *zero_experts = 0;
     if (ne0 <= 0 || nrows <= 0 || n_mat <= 0) return 0;
     const kiln_codec *c = kiln_codec_get(type);
     if (!c || !c->quantize) return kiln_fail(err, NULL, NULL, -1, "kiln cannot quantize to %s", kiln_type_name(type));
-    float *w = NULL, *row = type == KILN_F32 ? NULL : malloc((size_t)ne0 * sizeof(float));
-    if (type != KILN_F32 && !row) return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    const kiln_codec *src_codec = NULL;
+    if (src_type != KILN_F32) {
+        src_codec = kiln_codec_get(src_type);
+        if (!src_codec || !src_codec->dequantize_row || ne0 % kiln_type_get(src_type)->block_size)
+            return kiln_fail(err, NULL, NULL, -1, "kiln cannot read %s rows of %lld values", kiln_type_name(src_type),
+                             (long long)ne0);
+    }
+    float *w = NULL;
     if (imatrix && (!(w = malloc((size_t)(ne0 * ne[2]) * sizeof(float))) ||
                     kiln_imatrix_weights(imatrix, ne0, ne[2], w, &zero, err) < 0)) {
         if (!w) kiln_fail(err, NULL, NULL, -1, "out of memory");
         free(w);
-        free(row);
         return -1;
     }
     int64_t per = chunk_rows(nrows, ne0);
-    job j = {type, c, src, w, dst, ne0, nrows, ne[2], per, (nrows + per - 1) / per, 0,
-             kiln_type_row_bytes(type, (uint64_t)ne0), {.row = INT64_MAX}};
+    job j = {type, c, src, src_codec, kiln_type_row_bytes(src_type, (uint64_t)ne0), w, dst, ne0, nrows, ne[2], per,
+             (nrows + per - 1) / per, 0, kiln_type_row_bytes(type, (uint64_t)ne0), {.row = INT64_MAX}};
     j.nchunks = j.per_mat * n_mat;
+    scratch main_sc;
+    if (!scratch_alloc(&j, &main_sc)) {
+        free(w);
+        return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    }
     /* The first chunk runs alone and is timed: waking threads costs more
      * than a small tensor's whole work (and much more on a busy machine,
      * where a descheduled thread stalls every join), so the rest runs in
-     * parallel only when it would take over a millisecond. */
+     * parallel only when it would take over a millisecond. (Outside a
+     * parallel region kiln_quantize_rows may split a chunk of more than
+     * 16 rows over the threads itself.) */
     double t0 = kiln_now();
-    quantize_chunk(&j, 0, row);
+    quantize_chunk(&j, 0, &main_sc);
     if ((kiln_now() - t0) * (double)(j.nchunks - 1) <= 1e-3) {
-        for (int64_t ci = 1; ci < j.nchunks; ci++) quantize_chunk(&j, ci, row);
+        for (int64_t ci = 1; ci < j.nchunks; ci++) quantize_chunk(&j, ci, &main_sc);
     } else {
         /* kiln_quantize_rows runs single-threaded inside this region
          * (OpenMP does not nest by default): chunks are the unit of work. */
         #pragma omp parallel
         {
-            float *mine = row ? malloc((size_t)ne0 * sizeof(float)) : NULL;
-            if (row && !mine) fail_at(&j.f, -1, "out of memory");
+            scratch mine = {0};
+            bool ok = scratch_alloc(&j, &mine);
+            if (!ok) fail_at(&j.f, -1, "out of memory");
             #pragma omp for schedule(dynamic, 1)
             for (int64_t ci = 1; ci < j.nchunks; ci++)
-                if (!row || mine) quantize_chunk(&j, ci, mine);
-            free(mine);
+                if (ok) quantize_chunk(&j, ci, &mine);
+            scratch_free(&mine);
         }
     }
     free(w);
-    free(row);
+    scratch_free(&main_sc);
     if (j.f.row != INT64_MAX) {
         if (n_mat > 1 && j.f.row >= 0)
             return kiln_fail(err, NULL, NULL, -1, "expert %lld: %s", (long long)(j.f.row / nrows), j.f.msg.msg);
@@ -172,6 +222,11 @@ int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const i
     }
     if (zero_experts) *zero_experts = zero;
     return (int64_t)(j.row_bytes * (uint64_t)(nrows * n_mat));
+}
+
+int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
+                             const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err) {
+    return kiln_quantize_tensor_from(type, KILN_F32, src, dst, ne, imatrix, zero_experts, err);
 }
 
 /* ---- the report --------------------------------------------------------- */
@@ -300,16 +355,29 @@ static uint32_t source_shards(const source *s) {
     return s->g ? s->g->n_shards : 1;
 }
 
-/* Tensor t as f32 in dst (a GGUF f32 tensor is used in place). */
-static const float *source_f32(const source *s, const src_tensor *t, float *dst, kiln_err *err) {
-    if (s->g && t->type == KILN_F32) return (const float *)t->data;
-    int64_t ne0 = t->ne[0], nrows = t->nelements / ne0;
-    if (s->hf) return kiln_hf_read_f32(s->hf, t->hf_index, 0, nrows, dst, err) < 0 ? NULL : dst;
-    const kiln_codec *c = kiln_codec_get(t->type);
-    uint64_t row_bytes = kiln_type_row_bytes(t->type, (uint64_t)ne0);
-    #pragma omp parallel for schedule(static) if (nrows > 64)
-    for (int64_t r = 0; r < nrows; r++) c->dequantize_row(t->data + (uint64_t)r * row_bytes, dst + r * ne0, ne0);
-    return dst;
+/* Tensor t's rows as quantize_tensor_from() takes them: a GGUF tensor's
+ * mapped bytes in its own type (each chunk converts its rows), a Hugging
+ * Face tensor read by convert as f32 into dst (the HF reader streams, so it
+ * is read before the parallel work starts). NULL with a message. */
+static const void *source_rows(const source *s, const src_tensor *t, float *dst, uint32_t *type, kiln_err *err) {
+    if (s->g) {
+        *type = t->type;
+        return t->data;
+    }
+    *type = KILN_F32;
+    return kiln_hf_read_f32(s->hf, t->hf_index, 0, t->nelements / t->ne[0], dst, err) < 0 ? NULL : dst;
+}
+
+/* Asks the kernel to start reading tensor t's mapped bytes (the next one
+ * to be quantized) while the current one is worked on: a cold page cache
+ * then costs disk time in the background, not page faults in the
+ * quantizing threads. Only advice: a failure changes nothing. */
+static void source_prefetch(const source *s, const src_tensor *t) {
+    if (!s->g || !t->nbytes) return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t a = (uintptr_t)t->data & ~((uintptr_t)page - 1);
+    (void)madvise((void *)a, (uintptr_t)t->data + t->nbytes - a, MADV_WILLNEED);
 }
 
 static int source_copy(const source *s, const src_tensor *t, kiln_gguf_writer *w, kiln_err *err) {
@@ -673,8 +741,8 @@ typedef struct buffers {
     uint8_t *q;
 } buffers;
 
-/* Buffers for the largest conversion; f32 only when the input is not f32
- * in a mapped file already. */
+/* Buffers for the largest conversion; f32 only for a Hugging Face input
+ * (a GGUF's rows are converted chunk by chunk in the threads' scratch). */
 static int alloc_buffers(const source *s, const kiln_quant_report *r, const uint64_t *write, buffers *b,
                          kiln_err *err) {
     uint64_t max_f32 = 0, max_q = 0;
@@ -682,7 +750,7 @@ static int alloc_buffers(const source *s, const kiln_quant_report *r, const uint
         const kiln_quant_tensor *q = &r->tensors[i];
         const src_tensor *t = &s->t[write[i]];
         if (q->plan.to == q->plan.from) continue;
-        if ((s->hf || t->type != KILN_F32) && (uint64_t)t->nelements > max_f32) max_f32 = (uint64_t)t->nelements;
+        if (s->hf && (uint64_t)t->nelements > max_f32) max_f32 = (uint64_t)t->nelements;
         if (q->bytes_out > max_q) max_q = q->bytes_out;
     }
     b->f32 = max_f32 ? malloc(max_f32 * sizeof(float)) : NULL;
@@ -697,10 +765,11 @@ static int write_tensor(const source *s, kiln_gguf_writer *w, const src_tensor *
                         const kiln_quant_opts *o, buffers *b, kiln_err *err) {
     if (q->plan.to == q->plan.from)
         return source_copy(s, t, w, err) < 0 ? prefix_err(err, s->path, q->name) : 0;
-    const float *f32 = source_f32(s, t, b->f32, err);
-    if (!f32) return prefix_err(err, s->path, q->name);
+    uint32_t src_type;
+    const void *rows = source_rows(s, t, b->f32, &src_type, err);
+    if (!rows) return prefix_err(err, s->path, q->name);
     const kiln_imatrix_entry *e = q->imatrix ? kiln_imatrix_find(o->imatrix, q->name) : NULL;
-    int64_t n = kiln_quantize_tensor(q->plan.to, f32, b->q, q->ne, e, &q->zero_experts, err);
+    int64_t n = kiln_quantize_tensor_from(q->plan.to, src_type, rows, b->q, q->ne, e, &q->zero_experts, err);
     if (n < 0) return prefix_err(err, s->path, q->name);
     if ((uint64_t)n != q->bytes_out)
         return kiln_fail(err, s->path, q->name, -1, "quantized to %lld bytes, expected %llu", (long long)n,
@@ -719,6 +788,7 @@ static int write_model(const source *s, const char *out, const kiln_quant_opts *
     for (uint64_t i = 0; rc == 0 && i < r->n_tensors; i++) {
         kiln_quant_tensor *q = &r->tensors[i];
         const src_tensor *t = &s->t[write[i]];
+        if (i + 1 < r->n_tensors) source_prefetch(s, &s->t[write[i + 1]]);
         rc = write_tensor(s, os.w[os.n > 1 ? t->shard : 0], t, q, o, &b, err);
         if (rc == 0 && q->zero_experts)
             warn(r, "%s: %lld of %lld experts have no imatrix data (count 0); they were quantized with weight 1",

@@ -6,10 +6,14 @@
  * write without an imatrix (IQ1/IQ2, IQ3_XXS, Q2_K_S) when none is given, a
  * row no type fits (llama.cpp defines no fallback), a
  * fallback under --no-fallback, an imatrix that does not fit), then writes
- * the output one tensor at a time: each tensor is turned into f32 only
- * when it is not f32 in the input already, quantized with OpenMP across
- * rows, checked for NaN/Inf, written, and its input released. Memory is
- * one f32 copy and one quantized copy of the largest tensor.
+ * the output one tensor at a time: each tensor is quantized with OpenMP
+ * in chunks of rows, each chunk converted to f32 by the thread that
+ * quantizes it when the input is not f32 already (a Hugging Face input is
+ * read as f32 first), checked for NaN/Inf, written, and its input
+ * released; the next tensor's input is prefetched meanwhile. Memory is
+ * one quantized copy of the largest tensor and a chunk of f32 rows per
+ * thread (plus one f32 copy of the largest tensor from a Hugging Face
+ * input).
  *
  * The input is a GGUF (any shard of a split model), or a Hugging Face
  * model (directory, HF cache folder or archive) which convert/convert.h
@@ -48,6 +52,15 @@
  * the bytes written, or -1 with a message. */
 int64_t kiln_quantize_tensor(uint32_t type, const float *src, void *dst, const int64_t ne[4],
                               const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err);
+
+/* kiln_quantize_tensor() from rows of src_type (F32, F16, BF16 or any type
+ * kiln can dequantize; kiln_type_row_bytes(src_type, ne[0]) per row), each
+ * chunk of rows converted to f32 by the thread that quantizes it: the same
+ * bytes as converting the whole tensor first and calling
+ * kiln_quantize_tensor(), without the f32 copy. Returns the bytes written,
+ * or -1 with a message (also for a src_type kiln cannot read). */
+int64_t kiln_quantize_tensor_from(uint32_t type, uint32_t src_type, const void *src, void *dst, const int64_t ne[4],
+                                  const kiln_imatrix_entry *imatrix, int64_t *zero_experts, kiln_err *err);
 
 typedef struct kiln_quant_opts {
     kiln_quant_target target;      /* kiln_quant_target_parse() */

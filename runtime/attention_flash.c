@@ -96,8 +96,16 @@ static void h_mad(float *acc, const float *v, float a, int64_t n) {
 
 /* gpt-oss's sink logit s of the head, after every cell, as ggml's kernels
  * add it: a new maximum rescales the (f32) accumulator and the sum by
- * expf(M - s), otherwise the sum takes expf(s - M). */
-void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
+ * expf(M - s), otherwise the sum takes expf(s - M). Both kernels write
+ * the sum's update as `S = S*ms + vs`, C++ built with -march=native
+ * that GCC contracts where it can (-ffp-contract=fast, its default
+ * outside ISO mode) and kiln, built with contraction off, has to say
+ * where: in the tiled kernel both branches meet at one fused
+ * multiply-add; in one_chunk the new-maximum branch rescales the
+ * accumulator between the product and the sum, so S*ms is rounded and 1
+ * added (read in libggml-cpu.so's code at d32676d7). Only ms != 1 can
+ * tell them apart. */
+static void sink_step(float s, float *M, float *S, float *acc, int64_t hd, bool fused) {
     float ms = 1.0f, vs = 1.0f;
     if (s > *M) {
         ms = expf(*M - s);
@@ -106,7 +114,13 @@ void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd) {
     } else {
         vs = expf(s - *M);
     }
-    *S = *S * ms + vs;
+    *S = fused ? fmaf(*S, ms, vs) : *S * ms + vs;
+}
+
+void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd) { sink_step(s, M, S, acc, hd, false); }
+
+void kiln_attn_sink_step_tiled(float s, float *M, float *S, float *acc, int64_t hd) {
+    sink_step(s, M, S, acc, hd, true);
 }
 
 void kiln_attn_one_chunk_step(float s, const float *v, float *M, float *S, float *acc, int64_t hd) {
@@ -120,7 +134,7 @@ void kiln_attn_one_chunk_step(float s, const float *v, float *M, float *S, float
         vs = expf(s - *M);
     }
     h_mad(acc, v, vs, hd);
-    *S = *S * ms + vs;
+    *S = fmaf(*S, ms, vs); /* both branches meet at ggml's one fused S*ms + vs (sink_step) */
 }
 
 static const float *layer_sinks(const kiln_ctx *c, int64_t il) {
@@ -136,7 +150,7 @@ static const float *layer_sinks(const kiln_ctx *c, int64_t il) {
  * order), times 1/sqrt(head_dim); a new maximum M rescales the f16
  * accumulator by expf(M_old - M), otherwise the cell's weight is
  * expf(s - M); the accumulator takes v_j * weight in f16 and the running
- * sum S = S * ms + vs; finally the output is the accumulator / S in f32.
+ * sum S = fma(S, ms, vs); finally the output is the accumulator / S in f32.
  * Masked cells (beyond the query's position, or before a sliding
  * layer's window) are skipped, as ggml skips -INFINITY mask entries, so
  * batching does not change any bit. A soft-cap (gemma2) makes the score
@@ -345,7 +359,7 @@ static void tile_job(kiln_ctx *c, const fa_scratch *w, int64_t il, int64_t h, in
         fa_gemm(w->vkq, hd, w->kq, FA_TILE, kiln_kv_v(kv, il, c0) + off, kv->row, nq, n_used, (int)hd);
     }
     const float *sinks = layer_sinks(c, il);
-    for (int i = 0; i < nq && sinks; i++) kiln_attn_sink_step(sinks[h], &w->m[i], &w->s[i], w->vkq + i * hd, hd);
+    for (int i = 0; i < nq && sinks; i++) kiln_attn_sink_step_tiled(sinks[h], &w->m[i], &w->s[i], w->vkq + i * hd, hd);
     for (int i = 0; i < nq; i++) {
         const float inv = w->s[i] == 0.0f ? 0.0f : 1.0f / w->s[i];
         float *o = c->att + (t0 + i) * n_q + h * hd;

@@ -2,7 +2,9 @@
  * llama.cpp's src/models/deepseek2.cpp builds it for a file with split
  * attn_k_b / attn_v_b, the "MLA" form (what both converters write):
  *
- *   q       = q_b(rms(q_a x))  (or attn_q x), per head [nope | rope]
+ *   q       = q_b(rms(q_a x))  (or attn_q x: V2-Lite, which model.c
+ *             tells by the block count as llama.cpp does), per head
+ *             [nope | rope]
  *   kv      = kv_a_mqa x = [c (kv_lora_rank) | k_pe (n_rot)]
  *   q_pe, k_pe roped (normal pairs, YaRN); c = rms(c)
  *   Q_h     = [k_b_h q_nope_h | q_pe_h]     K = V = [c | k_pe]  (one KV head)
@@ -21,7 +23,7 @@
  * The per-head products follow ggml's mul_mat for 3-D weights, which
  * llama.cpp never repacks: k_b's input is a permuted (non-contiguous) view,
  * so F32 weights take ggml_vec_dot_f32 for every (row, token) (its
- * leftovers past 64 summed unfused, kiln_vec_dot_f32); v_b's input is
+ * leftovers past 64 in gcc's order, kiln_vec_dot_f32); v_b's input is
  * contiguous, so F32 takes the dense order (tinyBLAS for 2+ tokens).
  * Quantized ones convert either input to Q8_0 / Q8_K rows first, so both
  * take kiln_matmul_head (tinyBLAS for 2+ tokens of the types it takes).

@@ -1,10 +1,11 @@
 /* runtime/deepseek4.h - DeepSeek-V4 (GGUF arch deepseek4) in kiln's
  * runtime: its weights and hyper-parameters (deepseek4_load.c), the
  * hyper-connection mixing (deepseek4_hc.c), the compressed attention
- * (deepseek4_attn.c, and deepseek4_flash.c for flash attention), the MoE
- * (deepseek4_ffn.c), its BF16 products (deepseek4_bf16.c) and the
- * forward pass (deepseek4.c), each following llama.cpp's
- * src/models/deepseek4.cpp.
+ * (deepseek4_attn.c, and deepseek4_flash.c and deepseek4_split.c for
+ * flash attention), the MoE (deepseek4_ffn.c), its BF16 products
+ * (deepseek4_bf16.c), what a context carries from batch to batch
+ * (deepseek4_state.c) and the forward pass (deepseek4.c), each following
+ * llama.cpp's src/models/deepseek4.cpp and its llama_kv_cache_dsv4.
  *
  * The model keeps hc_mult copies of the residual stream ("hyper
  * connections"); every block mixes them down to one row before its
@@ -72,30 +73,53 @@ int kiln_ds4_read_hparams(const kiln_gguf *g, const char *path, struct kiln_hpar
 int kiln_ds4_load(const kiln_gguf *g, const char *path, struct kiln_model *m, kiln_err *err);
 void kiln_ds4_free(kiln_ds4 *d);
 
-/* Evaluates n tokens (kiln_eval's contract) through the deepseek4 graph. */
+/* Evaluates n tokens (kiln_eval's contract) through the deepseek4 graph,
+ * in calls of at most n_batch tokens, each a batch at positions n_past..
+ * that reads what the earlier ones left (deepseek4_state.c). */
 int kiln_deepseek4_eval(struct kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err);
+
+/* The steps of one batch (deepseek4.c), for kiln_deepseek4_eval and
+ * layer-major evaluation (layer_major.c). The streams x are n x hc x
+ * n_embd floats. embed: hc copies of each token's embedding; block: block
+ * il in place, at positions n_past.. (tokens: for the hash-routed
+ * blocks); head: the logits (n x n_vocab; NULL: only the hooks' products).
+ * The caller advances n_past. block and head return 0 or -1; block
+ * refuses a batch after the first that reaches past kiln_ds4_raw_cells. */
+void kiln_ds4_embed(const struct kiln_ctx *c, const int32_t *tokens, int64_t n, float *x);
+int kiln_ds4_block(struct kiln_ctx *c, int64_t il, const int32_t *tokens, float *x, int64_t n, kiln_err *err);
+int kiln_ds4_head(struct kiln_ctx *c, float *x, int64_t n, float *logits, kiln_err *err);
 
 /* Block il's attention (deepseek4_attn.c) of xn (n rows, the normed
  * block input at positions n_past..) into out (n x n_embd). */
 int kiln_ds4_attention(struct kiln_ctx *c, int64_t il, const float *xn, int64_t n, float *out, kiln_err *err);
 
 /* The key rows one block's attention reads (deepseek4_attn.c): n_row
- * cells, the raw window's view [0, raw_view) then the compressed view;
- * rows[j] NULL where the cell holds nothing. Query t sees raw cell j when
- * j <= t and t - j < n_swa, compressed cell b when b < (t + 1) / ratio. */
+ * cells, the raw window's view [0, raw_view) (cell j holds position j)
+ * then the compressed view; rows[j] NULL where the cell holds nothing.
+ * Query t of the batch is at position p = pos0 + t and sees raw cell j
+ * when j <= p and p - j < n_swa, compressed cell b when b < (p + 1) /
+ * ratio (and the indexer kept it). */
 typedef struct kiln_ds4_view {
     const float *const *rows;
     int64_t n_row, raw_view, n_swa, ratio;
     const unsigned char *keep; /* NULL, or the indexer's choice (kiln_ds4_indexer), n x n_blocks */
     int64_t n_blocks;
+    int64_t pos0;              /* the batch's first position (kiln_ctx's n_past) */
 } kiln_ds4_view;
 
-/* Whether query t sees cell j of v. */
+/* Whether query t of the batch sees cell j of v. */
 static inline bool kiln_ds4_sees(const kiln_ds4_view *v, int64_t t, int64_t j) {
-    if (j < v->raw_view) return j <= t && t - j < v->n_swa;
+    const int64_t p = v->pos0 + t;
+    if (j < v->raw_view) return j <= p && p - j < v->n_swa;
     const int64_t b = j - v->raw_view;
-    return v->ratio > 0 && b < (t + 1) / v->ratio && (!v->keep || v->keep[t * v->n_blocks + b]);
+    return v->ratio > 0 && b < (p + 1) / v->ratio && (!v->keep || v->keep[t * v->n_blocks + b]);
 }
+
+/* ggml's split-KV flash kernel (deepseek4_split.c): one query (n = 1,
+ * KILN_ATTN_LLAMACPP) over a view of 512+ cells, which ggml cuts into one
+ * chunk of cells per thread and merges. Returns 0. */
+int kiln_ds4_attend_split(const struct kiln_ctx *c, const kiln_ds4_view *v, const float *q, const float *sinks,
+                          float *att, kiln_err *err);
 
 /* KILN_ATTN_LLAMACPP* (deepseek4_flash.c): ggml's flash attention of the
  * n queries q (n x n_head x head_dim, f32) over v's rows (f16 values)
@@ -105,13 +129,54 @@ static inline bool kiln_ds4_sees(const kiln_ds4_view *v, int64_t t, int64_t j) {
 int kiln_ds4_attend_flash(const struct kiln_ctx *c, const kiln_ds4_view *v, const float *q, int64_t n,
                           const float *sinks, float *att, kiln_err *err);
 
-/* The compressed rows of a compressor (ratio 4: overlapping halves of
- * twice-wide rows; 128: plain) for the n_blocks complete blocks of
- * positions 0..n: per block and dimension a softmax-weighted sum, then
- * the norm, RoPE r on the last n_rot dims at the block's first position,
- * and the Hadamard rotation; into comp (n_blocks x hd). Returns 0 or -1. */
+/* ---- what a context carries from batch to batch (deepseek4_state.c) ---- */
+
+/* A compressor's carried rows (llama.cpp's llama_dsv4_comp_state): the kv
+ * and score (gate + ape) rows of the last `size` positions, position p in
+ * row p % size, w floats each (ratio 4: size 8, w 2 x hd; 128: 128, hd):
+ * the rows of a block not yet complete, and for ratio 4 the block before. */
+typedef struct kiln_ds4_ring {
+    float *kv, *score;
+    int64_t size, w;
+} kiln_ds4_ring;
+
+/* One block's carried state: the compressed cache (comp_row floats per
+ * block, block b in row b) and its compressor's rows; for ratio 4 the
+ * lightning indexer's compressed keys and compressor rows as well. The
+ * raw window's keys live in kiln_ctx's KV cache (K only: V = K). */
+typedef struct kiln_ds4_lstate {
+    float *comp, *idx_comp;
+    kiln_ds4_ring ring, idx_ring;
+} kiln_ds4_lstate;
+
+typedef struct kiln_ds4_state {
+    int64_t n_ctx;
+    kiln_ds4_lstate *layers; /* n_layer entries; zeroed for ratio-0 blocks */
+} kiln_ds4_state;
+
+/* The state of a context of n_ctx positions for model m, one allocation
+ * (free with kiln_ds4_state_free). Returns NULL with a message when out
+ * of memory. Rows are written before they are read, so a cleared context
+ * (n_past = 0) needs no reset. */
+kiln_ds4_state *kiln_ds4_state_new(const struct kiln_model *m, int64_t n_ctx, kiln_err *err);
+void kiln_ds4_state_free(kiln_ds4_state *s);
+
+/* The position up to which kiln keeps llama.cpp's raw cache layout (cell
+ * j holds position j): llama.cpp's sliding-window cache has at least
+ * this many cells (n_swa + 1 rounded up to 256), and past them it reuses
+ * masked cells, which kiln does not reproduce. */
+int64_t kiln_ds4_raw_cells(const struct kiln_hparams *hp);
+
+/* A compressor (ratio 4: overlapping halves of twice-wide rows; 128:
+ * plain) over the n batch rows xn at positions n_past..: their kv and
+ * score rows; each block that completes in the batch, from these rows
+ * and ring's (the positions before n_past): per dimension a
+ * softmax-weighted sum, then the norm, RoPE r on the last n_rot dims at
+ * the block's first position and the Hadamard rotation, rounded to f16
+ * under KILN_ATTN_LLAMACPP* (the F16 cache), into comp (block b at b x
+ * hd); then the batch's rows are kept in ring. Returns 0 or -1. */
 int kiln_ds4_compress(struct kiln_ctx *c, const kiln_ds4_comp *cp, int64_t ratio, int64_t hd, const kiln_rope *r,
-                      const float *xn, int64_t n, int64_t n_blocks, float *comp, kiln_err *err);
+                      const float *xn, int64_t n, kiln_ds4_ring *ring, float *comp, kiln_err *err);
 
 /* llama_mul_mat_hadamard of one head of n (a power of 2) values, in place. */
 void kiln_ds4_hadamard(float *x, int64_t n);
@@ -120,12 +185,13 @@ void kiln_ds4_hadamard(float *x, int64_t n);
 void kiln_ds4_rope(const kiln_rope *r, int64_t pos, float *x, bool back);
 
 /* The lightning indexer of ratio-4 block il (deepseek4_indexer.c): for the
- * n tokens (xn the block input, qr the normed q_a output), keep[t *
- * n_blocks + b] = 1 when token t's attention keeps compressed block b:
- * b is visible to t and among the indexer.top_k best scored of the
- * view's cells. Returns 0 or -1. */
+ * n tokens at positions n_past.. (xn the block input, qr the normed q_a
+ * output) against keys, the indexer's n_blocks compressed keys so far
+ * (kiln_ds4_compress), keep[t * n_blocks + b] = 1 when token t's
+ * attention keeps compressed block b: b is visible to t and among the
+ * indexer.top_k best scored of the view's cells. Returns 0 or -1. */
 int kiln_ds4_indexer(struct kiln_ctx *c, int64_t il, const kiln_rope *r, const float *xn, const float *qr, int64_t n,
-                     int64_t n_blocks, unsigned char *keep, kiln_err *err);
+                     const float *keys, int64_t n_blocks, unsigned char *keep, kiln_err *err);
 
 /* Block il's MoE plus shared expert (deepseek4_ffn.c) of xn (n rows, the
  * tokens' ids for the hash-routed blocks) into out (n x n_embd). */

@@ -1,7 +1,8 @@
 /* runtime/deepseek4_attn.c - DeepSeek-V4's attention of one block, as
  * llama.cpp's build_attention_impl computes it (src/models/deepseek4.cpp),
  * here with an F32 cache and without flash attention (the golden logits'
- * context; the flash kernel is deepseek4_flash.c):
+ * context; the flash kernels are deepseek4_flash.c and, for one query
+ * over 512+ cells, deepseek4_split.c):
  *
  *   q  = rms(q_b(rms(q_a x) * w)) per head, last n_rot dims roped
  *   kv = rms(wkv x) * w, last n_rot dims roped       K = V = kv, one head
@@ -27,8 +28,9 @@
  * At ratio 4 each token keeps only the indexer.top_k compressed blocks
  * the lightning indexer scores best (deepseek4_indexer.c), which matters
  * once a token sees more blocks than that (batches past 4 x top_k).
- * Scope: one batch from an empty cache (what `kiln golden` and `kiln
- * perplexity` run); a second batch is refused (deepseek4.c). */
+ * A batch after the first reads the raw keys and compressed rows of the
+ * earlier ones (cell = position) and completes the blocks they left
+ * open from the compressors' carried rows (deepseek4_state.c). */
 #include "deepseek4.h"
 
 #include "forward_impl.h"
@@ -174,11 +176,13 @@ int kiln_ds4_attention(kiln_ctx *c, int64_t il, const float *xn, int64_t n, floa
     const kiln_hparams *hp = &c->m->hp;
     const kiln_ds4 *D = c->m->ds4;
     const kiln_ds4_layer *L = &D->layers[il];
+    kiln_ds4_lstate *S = &c->ds4->layers[il];
     const int64_t hd = hp->head_dim, nh = hp->n_head, ql = hp->n_lora_q, nope = hd - hp->n_rot;
-    const int64_t n_blocks = L->ratio ? n / L->ratio : 0;
-    const int64_t n_row = kiln_kv_view(n) + kiln_kv_view(n_blocks);
+    const int64_t n_past = c->n_past, n_tot = n_past + n;
+    const int64_t n_blocks = L->ratio ? n_tot / L->ratio : 0; /* complete blocks after this batch */
+    const int64_t raw_view = kiln_kv_view(n_tot), n_row = raw_view + kiln_kv_view(n_blocks);
     const int64_t gdim = nh / D->o_groups * hd, ow = D->o_groups * D->o_rank;
-    const int64_t sizes[] = {n * ql,       n * nh * hd,    n * hd,        (n * n_blocks + 3) / 4 + 1, 1, (n_blocks + 1) * hd,
+    const int64_t sizes[] = {n * ql,       n * nh * hd,    n * hd,        (n * n_blocks + 3) / 4 + 1,
                              n * nh * hd,  n * gdim,       n * D->o_rank, n * ow,
                              n_row + 64 * hd};
     int64_t total = 0;
@@ -193,10 +197,11 @@ int kiln_ds4_attention(kiln_ctx *c, int64_t il, const float *xn, int64_t n, floa
     float *p[sizeof sizes / sizeof sizes[0]];
     p[0] = buf;
     for (size_t i = 1; i < sizeof sizes / sizeof sizes[0]; i++) p[i] = p[i - 1] + sizes[i - 1];
-    float *qr = p[0], *q = p[1], *kv = p[2], *comp = p[5], *att = p[6];
+    float *qr = p[0], *q = p[1], *kv = p[2], *att = p[4];
     unsigned char *keep = (unsigned char *)p[3]; /* n x n_blocks, when the indexer chooses */
-    float *gin = p[7], *gout = p[8], *oa = p[9], *scratch = p[10];
+    float *gin = p[5], *gout = p[6], *oa = p[7], *scratch = p[8];
     const kiln_rope r = layer_rope(c, L);
+    const bool flash = c->p.attention != KILN_ATTN_F32;
     int rc = -1;
     if (kiln_ds4_matmul(c, L->wq_a, xn, n, qr, err) < 0) goto out;
     for (int64_t t = 0; t < n; t++) kiln_rms_norm(qr + t * ql, (const float *)L->q_a_norm->data, qr + t * ql, ql, hp->norm_eps);
@@ -205,40 +210,43 @@ int kiln_ds4_attention(kiln_ctx *c, int64_t il, const float *xn, int64_t n, floa
         for (int64_t h = 0; h < nh; h++) {
             float *qh = q + (t * nh + h) * hd;
             kiln_rms_norm(qh, NULL, qh, hd, hp->norm_eps);
-            kiln_ds4_rope(&r, c->n_past + t, qh + nope, false);
+            kiln_ds4_rope(&r, n_past + t, qh + nope, false);
             kiln_ds4_hadamard(qh, hd);
         }
     if (kiln_ds4_matmul(c, L->wkv, xn, n, kv, err) < 0) goto out;
-    for (int64_t t = 0; t < n; t++) {
-        kiln_rms_norm(kv + t * hd, (const float *)L->kv_norm->data, kv + t * hd, hd, hp->norm_eps);
-        kiln_ds4_rope(&r, c->n_past + t, kv + t * hd + nope, false);
-        kiln_ds4_hadamard(kv + t * hd, hd);
+    for (int64_t t = 0; t < n; t++) { /* into the raw cache (K only), f16 under flash */
+        float *k = kiln_kv_k(&c->kv, il, n_past + t);
+        kiln_rms_norm(kv + t * hd, (const float *)L->kv_norm->data, k, hd, hp->norm_eps);
+        kiln_ds4_rope(&r, n_past + t, k + nope, false);
+        kiln_ds4_hadamard(k, hd);
+        if (flash) kiln_f16_round(k, k, hd);
     }
-    if (n_blocks > 0 && kiln_ds4_compress(c, &L->comp, L->ratio, hd, &r, xn, n, n_blocks, comp, err) < 0) goto out;
+    /* llama.cpp runs the compressors on every batch: their rows carry */
+    if (L->ratio != 0 && kiln_ds4_compress(c, &L->comp, L->ratio, hd, &r, xn, n, &S->ring, S->comp, err) < 0) goto out;
+    if (L->ratio == 4 && kiln_ds4_compress(c, &L->idx_comp, 4, D->idx_hd, &r, xn, n, &S->idx_ring, S->idx_comp, err) < 0)
+        goto out;
     /* the indexer matters once a token sees more blocks than it keeps;
-     * llama.cpp runs it on every ratio-4 batch, so the imatrix hook sees
-     * its products whenever there are blocks to score */
+     * llama.cpp scores on every ratio-4 batch that sees a block, so the
+     * imatrix hook sees its products whenever there are blocks to score */
     const bool choose = L->ratio == 4 && n_blocks > D->indexer_top_k;
     const bool hooked = L->ratio == 4 && n_blocks > 0 && c->p.hook;
-    if ((choose || hooked) && kiln_ds4_indexer(c, il, &r, xn, qr, n, n_blocks, keep, err) < 0) goto out;
-    const bool flash = c->p.attention != KILN_ATTN_F32;
-    const int64_t raw_view = kiln_kv_view(n);
+    if ((choose || hooked) && kiln_ds4_indexer(c, il, &r, xn, qr, n, S->idx_comp, n_blocks, keep, err) < 0) goto out;
     for (int64_t j = 0; j < n_row; j++) /* the cells: raw rows, then compressed ones */
-        rows[j] = j < raw_view ? (j < n ? kv + j * hd : NULL) : j - raw_view < n_blocks ? comp + (j - raw_view) * hd : NULL;
-    if (flash) { /* the F16 caches */
-        kiln_f16_round(kv, kv, n * hd);
-        kiln_f16_round(comp, comp, n_blocks * hd);
-    }
-    const kiln_ds4_view view = {rows, n_row, raw_view, hp->n_swa, L->ratio, choose ? keep : NULL, n_blocks};
-    if (flash) {
-        if (kiln_ds4_attend_flash(c, &view, q, n, (const float *)L->attn_sinks->data, att, err) < 0) goto out;
+        rows[j] = j < raw_view ? (j < n_tot ? kiln_kv_k(&c->kv, il, j) : NULL)
+                  : j - raw_view < n_blocks ? S->comp + (j - raw_view) * hd : NULL;
+    const kiln_ds4_view view = {rows, n_row, raw_view, hp->n_swa, L->ratio, choose ? keep : NULL, n_blocks, n_past};
+    const float *sinks = (const float *)L->attn_sinks->data;
+    if (flash && n == 1 && n_row >= 512 && c->p.attention == KILN_ATTN_LLAMACPP) { /* ggml's decode path */
+        if (kiln_ds4_attend_split(c, &view, q, sinks, att, err) < 0) goto out;
+    } else if (flash) {
+        if (kiln_ds4_attend_flash(c, &view, q, n, sinks, att, err) < 0) goto out;
     } else {
         attend(c, L, &view, q, n, att, rows + n_row, scratch);
     }
     for (int64_t t = 0; t < n; t++) /* rotated back, then the rope dims unroped */
         for (int64_t h = 0; h < nh; h++) {
             kiln_ds4_hadamard(att + (t * nh + h) * hd, hd);
-            kiln_ds4_rope(&r, c->n_past + t, att + (t * nh + h) * hd + nope, true);
+            kiln_ds4_rope(&r, n_past + t, att + (t * nh + h) * hd + nope, true);
         }
     rc = project_out(c, L, att, n, gin, gout, oa, out, err);
 out:

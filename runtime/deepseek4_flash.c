@@ -80,7 +80,7 @@ static void tile(const kiln_ds4_view *v, const float *q, int64_t nh, int64_t hd,
             }
     }
     for (int i = 0; i < nq; i++) {
-        kiln_attn_sink_step(sink, &m[i], &s[i], acc + i * hd, hd);
+        kiln_attn_sink_step_tiled(sink, &m[i], &s[i], acc + i * hd, hd);
         const float inv = s[i] == 0.0f ? 0.0f : 1.0f / s[i];
         float *o = att + ((t0 + i) * nh + h) * hd;
         for (int64_t d = 0; d < hd; d++) o[d] = acc[i * hd + d] * inv;

@@ -7,7 +7,9 @@
  *           roped (the compressor's RoPE), Hadamard-rotated
  *   w_h   = indexer proj (block input) / sqrt(key_length * head_count)
  *   k_b   = the indexer's own compressor (ratio 4, overlapping), normed,
- *           roped and rotated like the attention's compressed rows
+ *           roped and rotated like the attention's compressed rows: its
+ *           cache, which deepseek4_attn.c fills batch by batch
+ *           (kiln_ds4_compress), the F16 cache under KILN_ATTN_LLAMACPP*
  *   score = sum over h of max(q_h . k_b, 0) * w_h   (+ the causal mask)
  *
  * then each token keeps the top_k best scored blocks of its view; masked
@@ -87,19 +89,18 @@ static void keep_top(const float *s, int64_t n, int64_t k, int32_t *idx, unsigne
 }
 
 int kiln_ds4_indexer(kiln_ctx *c, int64_t il, const kiln_rope *r, const float *xn, const float *qr, int64_t n,
-                     int64_t n_blocks, unsigned char *keep, kiln_err *err) {
+                     const float *keys, int64_t n_blocks, unsigned char *keep, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     const kiln_ds4 *D = c->m->ds4;
     const kiln_ds4_layer *L = &D->layers[il];
     const int64_t ih = D->idx_hd, inh = D->idx_heads, nope = ih - hp->n_rot, top = D->indexer_top_k;
     const int64_t view = kiln_kv_view(n_blocks); /* the indexer's row: its cache view */
-    float *q = malloc((size_t)(n * inh * ih + n * inh + n_blocks * ih + 2 * view) * sizeof(float));
+    float *q = malloc((size_t)(n * inh * ih + n * inh + 2 * view) * sizeof(float));
     if (!q) return kiln_fail(err, NULL, NULL, -1, "out of memory");
-    float *w = q + n * inh * ih, *k = w + n * inh, *score = k + n_blocks * ih;
+    float *w = q + n * inh * ih, *score = w + n * inh;
     int32_t *idx = (int32_t *)(score + view);
     int rc = -1;
-    if (kiln_ds4_matmul(c, L->idx_q_b, qr, n, q, err) < 0 || kiln_ds4_matmul(c, L->idx_proj, xn, n, w, err) < 0 ||
-        kiln_ds4_compress(c, &L->idx_comp, 4, ih, r, xn, n, n_blocks, k, err) < 0)
+    if (kiln_ds4_matmul(c, L->idx_q_b, qr, n, q, err) < 0 || kiln_ds4_matmul(c, L->idx_proj, xn, n, w, err) < 0)
         goto out;
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < inh; h++) {
@@ -109,9 +110,8 @@ int kiln_ds4_indexer(kiln_ctx *c, int64_t il, const kiln_rope *r, const float *x
         }
     const float ws = 1.0f / sqrtf((float)(ih * inh));
     for (int64_t i = 0; i < n * inh; i++) w[i] = w[i] * ws;
-    if (c->p.attention != KILN_ATTN_F32) kiln_f16_round(k, k, n_blocks * ih); /* the F16 indexer cache */
     for (int64_t t = 0; t < n; t++) {
-        const int64_t vis = (t + 1) / 4;
+        const int64_t vis = (c->n_past + t + 1) / 4;
         unsigned char *kt = keep + t * n_blocks;
         memset(kt, 0, (size_t)n_blocks);
         if (vis <= top) { /* every visible block is among the best */
@@ -122,7 +122,7 @@ int kiln_ds4_indexer(kiln_ctx *c, int64_t il, const kiln_rope *r, const float *x
         for (int64_t b = 0; b < vis; b++) {
             float s = 0.0f;
             for (int64_t h = 0; h < inh; h++) {
-                const float qk = kiln_vec_dot_f32(q + (t * inh + h) * ih, k + b * ih, ih);
+                const float qk = kiln_vec_dot_f32(q + (t * inh + h) * ih, keys + b * ih, ih);
                 const float v = fmaxf(qk, 0.0f) * w[t * inh + h]; /* not contracted */
                 s = s + v;
             }

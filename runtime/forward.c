@@ -107,6 +107,7 @@ fail:
 void kiln_ctx_free(kiln_ctx *c) {
     if (!c) return;
     kiln_kv_free(&c->kv);
+    kiln_ds4_state_free(c->ds4);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
                     c->rope_cs, c->rope_cs_swa, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
                     c->ex_out, c->ex_round, c->slot_out, c->sh_gate, c->mla};
@@ -200,25 +201,38 @@ void kiln_fwd_positions(kiln_ctx *c, int64_t n) {
     }
 }
 
-int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
+/* The head for rows [from, n) of the logits (rows before `from` get
+ * none, though a hook on output.weight still sees every row, in order). */
+static int fwd_head_from(kiln_ctx *c, int64_t n, int64_t from, float *logits, kiln_err *err) {
     const kiln_model *m = c->m;
     if (!logits && !(c->p.hook && c->p.hook_output)) return 0;
     norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
-    if (kiln_fwd_matmul(c, m->output, -1, c->xn, n, logits, err) < 0) return -1;
-    if (logits && m->hp.final_softcap != 0.0f) kiln_softcap(logits, n * m->hp.n_vocab, m->hp.final_softcap);
-    if (logits) kiln_granite_logits(&m->hp, logits, n);
+    /* the skipped rows: the hook alone (no y, no product) */
+    if (from > 0 && c->p.hook && c->p.hook_output && kiln_fwd_matmul(c, m->output, -1, c->xn, from, NULL, err) < 0)
+        return -1;
+    float *rows = logits ? logits + from * m->hp.n_vocab : NULL;
+    if (n > from && kiln_fwd_matmul(c, m->output, -1, c->xn + from * m->hp.n_embd, n - from, rows, err) < 0)
+        return -1;
+    if (rows && m->hp.final_softcap != 0.0f) kiln_softcap(rows, (n - from) * m->hp.n_vocab, m->hp.final_softcap);
+    if (rows) kiln_granite_logits(&m->hp, rows, n - from);
     return 0;
+}
+
+int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
+    return fwd_head_from(c, n, 0, logits, err);
 }
 
 /* Evaluates n <= n_batch tokens at positions n_past.. and advances n_past:
  * the token-major order. runtime/layer_major.c runs the same steps with
  * the loops over layers and sequences swapped. */
 static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
+    /* rows at positions below logits_from are not wanted (kiln_ctx_params) */
+    const int64_t skip = c->p.logits_from - c->n_past, from = skip < 0 ? 0 : skip > n ? n : skip;
     kiln_fwd_embed(c, tokens, n);
     kiln_fwd_positions(c, n);
     for (int64_t il = 0; il < c->m->hp.n_layer; il++)
         if (kiln_fwd_block(c, il, n, err) < 0) return -1;
-    if (kiln_fwd_head(c, n, logits, err) < 0) return -1;
+    if (fwd_head_from(c, n, from, logits, err) < 0) return -1;
     c->n_past += n;
     return 0;
 }

@@ -50,6 +50,7 @@ struct kiln_ctx {
     float *slot_out;   /* n_expert_used * n_embd */
     float *sh_gate;    /* qwen2moe shared-expert gate, 1 */
     float *mla;        /* deepseek2's MLA intermediates (deepseek2.c), else NULL */
+    struct kiln_ds4_state *ds4; /* deepseek4's carried state (deepseek4_state.c), else NULL */
 };
 
 /* The steps of evaluating n <= n_batch tokens at positions n_past..:
@@ -119,9 +120,13 @@ void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);
 /* Floats of c->work each worker of kiln_attend_flash needs. */
 int64_t kiln_attend_flash_scratch(int64_t head_dim);
 /* A head's attention-sink logit s folded into a flash row's running
- * maximum *M, sum *S and accumulator acc (hd values), as ggml adds it
- * after every cell (attention_flash.c; deepseek4_flash.c too). */
+ * maximum *M, sum *S and accumulator acc (hd values), as ggml's one_chunk
+ * kernel adds it after every cell (attention_flash.c; deepseek4_flash.c
+ * too). */
 void kiln_attn_sink_step(float s, float *M, float *S, float *acc, int64_t hd);
+/* The same after a row of ggml's tiled kernel, whose sum update is one
+ * fused multiply-add (attention_flash.c, sink_step). */
+void kiln_attn_sink_step_tiled(float s, float *M, float *S, float *acc, int64_t hd);
 /* One visible cell of ggml's one_chunk flash kernel: score s (already
  * scaled) with value row v (f16 values) folded into the running maximum
  * *M, sum *S and the f16 accumulator acc (attention_flash.c; also

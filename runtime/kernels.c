@@ -9,6 +9,7 @@
  *     type has a tinyBLAS order of its own (qt.dot_tiny), else VECDOT;
  *     up to direct_tokens tokens, none in GEMM,
  *     or an order without panels:                 direct[korder]
+ *       (one token, rows within 8 KiB by fours:   rows[korder] if set)
  *     otherwise:                                  panel[korder]
  *     a NULL kernel (the scalar level):           the reference rows;
  *   KILN_NUM_GGML, F32 / F16 / BF16 (activations rounded to the weight's
@@ -62,17 +63,24 @@
     }
 
 /* QUANT_ISA whose VNNI level decodes with kernels of its own
- * (vecdot_kvnni.c: the blocks into 512-bit registers, vpdpwssd). */
-#define QUANT_ISA_VDIRECT(direct_, gemv_direct, vdirect, vgemv_direct, avx2, avx2_gemv, avx2_gemm, vnni, \
-                          vnni_gemv, vnni_gemm)                                                              \
+ * (vecdot_kvnni.c: the blocks into 512-bit registers, vpdpwssd), and
+ * (QUANT_ISA_VROWS) takes one token's rows four at a time
+ * (vecdot_krows.c: vrows in the vec_dot order, vgemv_rows in the gemv). */
+#define QUANT_ISA_VROWS(direct_, gemv_direct, vdirect, vgemv_direct, vrows, vgemv_rows, avx2, avx2_gemv, \
+                        avx2_gemm, vnni, vnni_gemv, vnni_gemm)                                              \
     {                                                                                                        \
         [KILN_ISA_AVX2] = {.direct = {X86(direct_), X86(gemv_direct)},                                       \
                            .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},                            \
         [KILN_ISA_AVX512] = {.direct = {X86(direct_), X86(gemv_direct)},                                     \
                              .panel = {X86(avx2), X86(avx2_gemv), X86(avx2_gemm)}},                          \
         [KILN_ISA_VNNI] = {.direct = {X86(vdirect), X86(vgemv_direct)},                                      \
+                           .rows = {X86(vrows), X86(vgemv_rows)},                                            \
                            .panel = {X86(vnni), X86(vnni_gemv), X86(vnni_gemm)}},                            \
     }
+#define QUANT_ISA_VDIRECT(direct_, gemv_direct, vdirect, vgemv_direct, avx2, avx2_gemv, avx2_gemm, vnni, \
+                          vnni_gemv, vnni_gemm)                                                              \
+    QUANT_ISA_VROWS(direct_, gemv_direct, vdirect, vgemv_direct, NULL, NULL, avx2, avx2_gemv, avx2_gemm, vnni,  \
+                    vnni_gemv, vnni_gemm)
 
 /* A type whose direct kernels take every product (no panels), with an
  * AVX-512 kernel of its own (also on VNNI CPUs). */
@@ -214,9 +222,10 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .qt = KQUANT(KILN_Q2_K, q2_k, KILN_COMB_K_Q2, 4),
         .direct_tokens = 8,
         .gemm_group = 4,
-        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q2_k, kiln_kdirect_q2_k_gemv, kiln_kvnni_q2_k, kiln_kvnni_q2_k_gemv,
-                                 kiln_qgemm_avx2_q2_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c4_t1,
-                                 kiln_qgemm_vnni_q2_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c4_t2),
+        .isa = QUANT_ISA_VROWS(kiln_kdirect_q2_k, kiln_kdirect_q2_k_gemv, kiln_kvnni_q2_k, kiln_kvnni_q2_k_gemv,
+                               NULL, kiln_krows_q2_k_gemv,
+                               kiln_qgemm_avx2_q2_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c4_t1,
+                               kiln_qgemm_vnni_q2_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c4_t2),
     },
     [KILN_Q3_K] = {
         .ggml_order = "ggml_vec_dot_q3_K_q8_K (AVX2)",
@@ -232,9 +241,10 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .qt = KQUANT(KILN_Q4_K, q4_k, KILN_COMB_K_Q4, 2),
         .direct_tokens = 8,
         .gemm_group = 4,
-        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q4_k, kiln_kdirect_q4_k_gemv, kiln_kvnni_q4_k, kiln_kvnni_q4_k_gemv,
-                                 kiln_qgemm_avx2_q4_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c2_t1,
-                                 kiln_qgemm_vnni_q4_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c2_t2),
+        .isa = QUANT_ISA_VROWS(kiln_kdirect_q4_k, kiln_kdirect_q4_k_gemv, kiln_kvnni_q4_k, kiln_kvnni_q4_k_gemv,
+                               NULL, kiln_krows_q4_k_gemv,
+                               kiln_qgemm_avx2_q4_k_t1, kiln_qgemm_avx2_rep_c8_t1, kiln_qgemm_avx2_rep_c2_t1,
+                               kiln_qgemm_vnni_q4_k_t2, kiln_qgemm_vnni_rep_c8_t2, kiln_qgemm_vnni_rep_c2_t2),
     },
     [KILN_Q5_K] = {
         .ggml_order = "ggml_vec_dot_q5_K_q8_K (AVX2)",
@@ -248,9 +258,9 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q6_K_q8_K (AVX2)",
         .qt = KQUANT(KILN_Q6_K, q6_k, KILN_COMB_K_Q6, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q6_k, NULL, kiln_kvnni_q6_k, NULL,
-                                 kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
-                                 kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
+        .isa = QUANT_ISA_VROWS(kiln_kdirect_q6_k, NULL, kiln_kvnni_q6_k, NULL, kiln_krows_q6_k, NULL,
+                               kiln_qgemm_avx2_q6_k_t1, NULL, NULL,
+                               kiln_qgemm_vnni_q6_k_t2, NULL, NULL),
     },
     [KILN_IQ2_XXS] = {
         .ggml_order = "ggml_vec_dot_iq2_xxs_q8_K (AVX2)",

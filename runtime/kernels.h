@@ -22,6 +22,8 @@
  *              AVX-512 VNNI
  *              (vecdot_kvnni.c); kstep their shared float steps
  *              (vecdot_kstep.h)
+ *   krows      one token against 4 rows at once (decode of Q4_K, Q2_K,
+ *              Q6_K with VNNI; vecdot_krows.c)
  *   fgemm      f32 products: the fixed fmaf chain (KILN_NUM_EXACT) and
  *              ggml's F32 / F16 / BF16 orders (vecdot_float.c)
  *   fdecode    one token against float weights read in place
@@ -55,11 +57,23 @@ kiln_isa kiln_isa_now(void);
 typedef void (*kiln_qrow_fn)(const kiln_qtype *qt, const uint8_t *w, int64_t nb, const void *act, int64_t t0,
                              int nt, float *y, int64_t ldy);
 
+/* KILN_QROWS consecutive weight rows (row k at w + k * row_bytes, nb
+ * blocks each) against one token's converted activations `act`: y[k] for
+ * k < KILN_QROWS (vecdot_krows.c). */
+#define KILN_QROWS 4
+typedef void (*kiln_qrows_fn)(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
+                              const void *act, float *y);
+
 /* Every row of a quantized matrix against every token through `fn`
  * (vecdot_kdirect.c): y[t * n_out + r]. An orphaned `omp for`: the rows
  * are shared by the threads of the caller's OpenMP region. */
 void kiln_direct_rows(kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
                       const void *act, int64_t n_tokens, float *y);
+
+/* kiln_direct_rows, with one token's rows taken KILN_QROWS at a time by
+ * `rows` where it is not NULL (the rest by `fn`): the same outputs. */
+void kiln_direct_rows4(kiln_qrows_fn rows, kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in,
+                       int64_t n_out, const void *act, int64_t n_tokens, float *y);
 
 /* A panel (16 rows, n_rows of them real) against tokens [t0, t0 + n):
  * y[t * ldy + r] (vecdot_qgemm.c). */
@@ -93,6 +107,8 @@ typedef struct kiln_isa_kernels {
     /* KILN_NUM_GGML, quantized weights */
     kiln_qrow_fn direct[KILN_KORDER_COUNT]; /* [korder] but GEMM: up to direct_tokens tokens,
                                              * or every product of an order without panels */
+    kiln_qrows_fn rows[KILN_KORDER_COUNT];  /* [korder]: one token's direct products, KILN_QROWS
+                                             * rows per call (NULL: direct alone) */
     kiln_qpanel_fn panel[KILN_KORDER_COUNT]; /* [korder]: every other product */
     /* KILN_NUM_GGML, float weights */
     kiln_fkernel vec;          /* ggml_vec_dot_<type>: one token, experts, shapes tinyBLAS declines */
@@ -175,6 +191,10 @@ void kiln_kvnni_iq2_xxs_bw(const kiln_qtype *, const uint8_t *, int64_t, const v
                            int64_t);
 void kiln_kvnni_iq2_xxs_vbmi(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *,
                              int64_t);
+/* vecdot_krows.c: one token against KILN_QROWS rows (AVX-512 VNNI). */
+void kiln_krows_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
+void kiln_krows_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
+void kiln_krows_q6_k(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
 /* vecdot_q8direct.c: Q8_0 read straight from its blocks (AVX2, VNNI). */
 void kiln_q8direct_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_q8direct_vnni(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);

@@ -4,6 +4,7 @@
  * all sequences between layers. */
 #include "layer_major.h"
 
+#include "deepseek4.h"
 #include "forward_impl.h"
 
 #include <errno.h>
@@ -166,9 +167,12 @@ uint64_t kiln_memory_available(void) {
 }
 
 /* One layer (il >= 0), the embeddings (il == -1) or the head (il ==
- * n_layer) over every batch of every sequence. */
+ * n_layer) over every batch of every sequence. ds4: deepseek4's hc
+ * streams per token (n_batch rows of them), whose steps are its own
+ * (deepseek4.c); NULL for the other models, whose rows are c->x. */
 static int pass(kiln_ctx *c, const kiln_lm_params *p, act_store *a, const int32_t *tokens, int64_t n_seqs,
-                int64_t il, float *logits, kiln_err *err) {
+                int64_t il, float *logits, float *ds4, kiln_err *err) {
+    float *x = ds4 ? ds4 : c->x;
     const int64_t n_tok = c->n_ctx, n_layer = c->m->hp.n_layer, n_vocab = c->m->hp.n_vocab;
     const int64_t outer = p->n_batch > 0 && p->n_batch < n_tok ? p->n_batch : n_tok;
     for (int64_t s = 0; s < n_seqs; s++) {
@@ -180,19 +184,26 @@ static int pass(kiln_ctx *c, const kiln_lm_params *p, act_store *a, const int32_
             const int64_t len = call_end - i < c->n_batch ? call_end - i : c->n_batch;
             const uint64_t row = (uint64_t)(s * n_tok + i);
             c->n_past = i;
+            const int32_t *tok = tokens + s * n_tok + i;
             if (il < 0) {
-                kiln_fwd_embed(c, tokens + s * n_tok + i, len);
+                if (ds4) kiln_ds4_embed(c, tok, len, x);
+                else kiln_fwd_embed(c, tok, len);
             } else {
-                if (act_move(a, row, (uint64_t)len, c->x, false, err) < 0) return -1;
+                if (act_move(a, row, (uint64_t)len, x, false, err) < 0) return -1;
                 if (il == n_layer) {
-                    if (kiln_fwd_head(c, len, logits ? logits + i * n_vocab : NULL, err) < 0) return -1;
+                    float *out = logits ? logits + i * n_vocab : NULL;
+                    if ((ds4 ? kiln_ds4_head(c, x, len, out, err) : kiln_fwd_head(c, len, out, err)) < 0) return -1;
                     i += len;
                     continue;
                 }
-                kiln_fwd_positions(c, len);
-                if (kiln_fwd_block(c, il, len, err) < 0) return -1;
+                if (ds4) {
+                    if (kiln_ds4_block(c, il, tok, x, len, err) < 0) return -1;
+                } else {
+                    kiln_fwd_positions(c, len);
+                    if (kiln_fwd_block(c, il, len, err) < 0) return -1;
+                }
             }
-            if (act_move(a, row, (uint64_t)len, c->x, true, err) < 0) return -1;
+            if (act_move(a, row, (uint64_t)len, x, true, err) < 0) return -1;
             i += len;
         }
         if (il == n_layer && logits && p->on_logits(p->user, s, logits, err) < 0) return -1;
@@ -208,7 +219,9 @@ int kiln_eval_layer_major(const kiln_model *m, const kiln_lm_params *p, const in
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return kiln_fail(err, NULL, "tokens", i, "id %d is not in the vocabulary of %lld", (int)tokens[i],
                              (long long)hp->n_vocab);
-    const uint64_t row_bytes = (uint64_t)hp->n_embd * sizeof(float);
+    /* deepseek4 carries hc streams per token between layers */
+    const int64_t streams = hp->arch == KILN_ARCH_DEEPSEEK4 ? m->ds4->hc : 1;
+    const uint64_t row_bytes = (uint64_t)(streams * hp->n_embd) * sizeof(float);
     const uint64_t act_bytes = (uint64_t)(n_seqs * p->ctx.n_ctx) * row_bytes;
     /* In memory unless the activations, the largest layer and the head
      * together would pass the cap. */
@@ -224,19 +237,22 @@ int kiln_eval_layer_major(const kiln_model *m, const kiln_lm_params *p, const in
     kiln_ctx *c = kiln_ctx_new(m, &p->ctx, err);
     if (!c) return -1;
     act_store a;
-    float *logits = NULL;
+    float *logits = NULL, *ds4 = NULL;
     int rc = act_open(&a, (uint64_t)(n_seqs * p->ctx.n_ctx), row_bytes, spill, p->scratch_dir, err);
+    if (rc == 0 && streams > 1 && !(ds4 = malloc((size_t)c->n_batch * row_bytes)))
+        rc = kiln_fail(err, NULL, NULL, -1, "out of memory for the streams of %lld tokens", (long long)c->n_batch);
     if (rc == 0 && p->on_logits && !(logits = malloc((size_t)(c->n_ctx * hp->n_vocab) * sizeof *logits)))
         rc = kiln_fail(err, NULL, NULL, -1, "out of memory for the logits");
     const bool head_wanted = logits || (p->ctx.hook && p->ctx.hook_output);
     for (int64_t il = -1; rc == 0 && il <= hp->n_layer - !head_wanted; il++) {
-        rc = pass(c, p, &a, tokens, n_seqs, il, logits, err);
+        rc = pass(c, p, &a, tokens, n_seqs, il, logits, ds4, err);
         if (rc == 0 && il >= 0 && il < hp->n_layer) {
             if (p->max_memory) release_layer(m, il);
             if (p->on_layer) p->on_layer(p->user, il, hp->n_layer);
         }
     }
     free(logits);
+    free(ds4);
     act_close(&a); /* act_open leaves it closable even when it fails */
     kiln_ctx_free(c);
     return rc;

@@ -39,7 +39,7 @@ typedef struct kiln_lm_params {
 } kiln_lm_params;
 
 typedef struct kiln_lm_stats {
-    uint64_t activation_bytes; /* n_seqs x n_tok x n_embd x 4 */
+    uint64_t activation_bytes; /* n_seqs x n_tok x n_embd x 4 (x hc: deepseek4's streams) */
     bool spilled;              /* activations went to a scratch file */
 } kiln_lm_stats;
 

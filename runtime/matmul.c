@@ -233,7 +233,7 @@ static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int6
             else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
         }
         if (direct) {
-            kiln_direct_rows(direct, qt, w, n_in, n_out, act, n_tokens, y);
+            kiln_direct_rows4(ik->rows[ko.rest], direct, qt, w, n_in, n_out, act, n_tokens, y);
         } else if (panels) {
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < n_tokens; t++)
@@ -291,9 +291,10 @@ int kiln_matmul_head(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
 bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
                   const void *act, int64_t n_tokens, float *y) {
     const kiln_kernels *k = kiln_kernels_get(qt->type);
-    const kiln_qrow_fn fn = k && order != KILN_KORDER_GEMM ? k->isa[kiln_isa_now()].direct[order] : NULL;
+    const kiln_isa_kernels *ik = k ? &k->isa[kiln_isa_now()] : NULL;
+    const kiln_qrow_fn fn = ik && order != KILN_KORDER_GEMM ? ik->direct[order] : NULL;
     if (!fn) return false;
 #pragma omp parallel
-    kiln_direct_rows(fn, qt, w, n_in, n_out, act, n_tokens, y);
+    kiln_direct_rows4(ik->rows[order], fn, qt, w, n_in, n_out, act, n_tokens, y);
     return true;
 }

@@ -212,22 +212,46 @@ static int read_gptoss(loader *L, kiln_hparams *hp) {
     return 0;
 }
 
+/* The vocabulary size deepseek2's loader decides by: ARCH.vocab_size,
+ * else the length of the token list, else 0. Returns -1 on a bad key. */
+static int deepseek2_n_vocab(loader *L, int64_t *n_vocab) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.vocab_size", L->arch);
+    *n_vocab = 0;
+    if (kiln_gguf_find_kv(L->f.g, key))
+        return kiln_gguf_get_i64(L->f.g, key, n_vocab) ? 0
+                                                       : kiln_fail(L->f.err, L->f.path, key, -1, "expected an integer");
+    const kiln_kv *kv = kiln_gguf_find_kv(L->f.g, "tokenizer.ggml.tokens");
+    if (kv && kv->val.type == KILN_GGUF_ARRAY) *n_vocab = (int64_t)kv->val.arr.n;
+    return 0;
+}
+
 /* DeepSeek V2/V3 as llama.cpp's deepseek2 loader reads it: MLA ranks and
  * head sizes (key_length is the MQA key, kv_lora_rank + n_rot), the
  * q_lora_rank it requires unless the block count says "lite" (26 or 27,
- * or 48 with 128256 tokens), dense lead blocks, and yarn_log_multiplier
- * with the converter's 0.1 cancelled. */
+ * or 48 with 128256 tokens: then it reads none and wants attn_q, whatever
+ * the file holds), dense lead blocks, and yarn_log_multiplier with the
+ * converter's 0.1 cancelled. MTP blocks (nextn_predict_layers, which
+ * llama.cpp's converter never writes for deepseek2) are refused. */
 static int read_deepseek2(loader *L, kiln_hparams *hp) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.vocab_size", L->arch);
-    int64_t n_vocab = 0;
-    if (kiln_gguf_find_kv(L->f.g, key) && !kiln_gguf_get_i64(L->f.g, key, &n_vocab))
-        return kiln_fail(L->f.err, L->f.path, key, -1, "expected an integer");
+    int64_t n_vocab, n_nextn = 0;
+    if (deepseek2_n_vocab(L, &n_vocab) < 0 || get_int(L, "nextn_predict_layers", &n_nextn) < 0) return -1;
+    if (n_nextn != 0)
+        return kiln_fail(L->f.err, L->f.path, "nextn_predict_layers", -1,
+                         "%lld MTP blocks: kiln runs deepseek2 files without MTP blocks only", (long long)n_nextn);
     const bool lite = hp->n_layer == 26 || hp->n_layer == 27 || (hp->n_layer == 48 && n_vocab == 128256);
     hp->head_k_mla = hp->head_dim;
     hp->head_v_mla = hp->head_dim;
-    if ((!lite && need_int(L, "attention.q_lora_rank", &hp->n_lora_q) < 0) ||
-        need_int(L, "attention.kv_lora_rank", &hp->n_lora_kv) < 0 ||
+    const int q_lora = lite ? 1 : get_int(L, "attention.q_lora_rank", &hp->n_lora_q);
+    if (q_lora < 0) return -1;
+    if (q_lora == 0)
+        return kiln_fail(L->f.err, L->f.path, "attention.q_lora_rank", -1,
+                         "missing key %s.attention.q_lora_rank: llama.cpp reads a deepseek2 without it (V2-Lite) "
+                         "only at 26 or 27 blocks, or 48 with 128256 tokens, and this file has %lld",
+                         L->arch, (long long)hp->n_layer);
+    if (hp->n_lora_q < 0)
+        return kiln_fail(L->f.err, L->f.path, "attention.q_lora_rank", -1, "negative");
+    if (need_int(L, "attention.kv_lora_rank", &hp->n_lora_kv) < 0 ||
         get_int(L, "attention.key_length_mla", &hp->head_k_mla) < 0 ||
         get_int(L, "attention.value_length_mla", &hp->head_v_mla) < 0 ||
         get_int(L, "leading_dense_block_count", &hp->n_layer_dense_lead) < 0 ||
@@ -438,6 +462,15 @@ static void find_deepseek2(loader *L, const kiln_hparams *hp, int64_t i, kiln_la
     const int64_t d = hp->n_embd, nh = hp->n_head, hk = hp->head_k_mla, hv = hp->head_v_mla;
     const int64_t rank = hp->n_lora_kv, nope = hk - hp->n_rot;
     y->attn_norm = kiln_find_tensor(&L->f, VEC | REQ, d, 1, 1, "blk.%lld.attn_norm.weight", (long long)i);
+    if (i == 0 && hp->n_lora_q == 0 && !kiln_gguf_find_tensor(L->f.g, "blk.0.attn_q.weight") &&
+        kiln_gguf_find_tensor(L->f.g, "blk.0.attn_q_a.weight")) { /* e.g. 27 blocks with q LoRA */
+        kiln_fail(L->f.err, L->f.path, "blk.0.attn_q.weight", -1,
+                  "tensor is missing: llama.cpp reads a deepseek2 of %lld blocks without q LoRA (V2-Lite: "
+                  "attn_q), but this file has attn_q_a / attn_q_b",
+                  (long long)hp->n_layer);
+        L->f.failed = true;
+        return;
+    }
     if (hp->n_lora_q > 0) {
         y->attn_q_a_norm = kiln_find_tensor(&L->f, VEC | REQ, hp->n_lora_q, 1, 1, "blk.%lld.attn_q_a_norm.weight", (long long)i);
         y->wq_a = kiln_find_tensor(&L->f, REQ, d, hp->n_lora_q, 1, "blk.%lld.attn_q_a.weight", (long long)i);

@@ -5,6 +5,7 @@
  * "simplified"; the Makefile's -ffp-contract=off keeps the compiler from
  * fusing anything not written as fmaf here. */
 #include "ops.h"
+#include "vecdot.h"
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
@@ -397,16 +398,9 @@ float kiln_vec_dot(const float *a, const float *b, int64_t n) {
     return dot_tail(reduce16(r), a, b, np, n);
 }
 
-/* kiln_vec_dot_f32's n % 64 leftovers: added to the float sum one
- * rounded product at a time. */
-static inline float dot_f32_tail(float s, const float *a, const float *b, int64_t np, int64_t n) {
-    for (int64_t i = np; i < n; i++) s += a[i] * b[i]; /* -ffp-contract=off: not fused */
-    return s;
-}
-
 float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
     const int64_t np = n & ~(int64_t)63;
-    return dot_f32_tail(kiln_vec_dot(a, b, np), a, b, np, n);
+    return kiln_vec_dot_f32_tail(kiln_vec_dot(a, b, np), a, b, np, n);
 }
 
 /* The row loops of kiln_vec_dot_f32_rows, one per level, so that the
@@ -414,13 +408,15 @@ float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
 __attribute__((target("avx512f"))) static void dot_rows_avx512(const float *a, const float *b, int64_t stride,
                                                                int64_t rows, int64_t n, float *out) {
     const int64_t np = n & ~(int64_t)63;
-    for (int64_t j = 0; j < rows; j++) out[j] = dot_f32_tail(dot_avx512(a, b + j * stride, np), a, b + j * stride, np, n);
+    for (int64_t j = 0; j < rows; j++)
+        out[j] = kiln_vec_dot_f32_tail(dot_avx512(a, b + j * stride, np), a, b + j * stride, np, n);
 }
 
 __attribute__((target("avx2,fma"))) static void dot_rows_avx2(const float *a, const float *b, int64_t stride,
                                                               int64_t rows, int64_t n, float *out) {
     const int64_t np = n & ~(int64_t)63;
-    for (int64_t j = 0; j < rows; j++) out[j] = dot_f32_tail(dot_avx2(a, b + j * stride, np), a, b + j * stride, np, n);
+    for (int64_t j = 0; j < rows; j++)
+        out[j] = kiln_vec_dot_f32_tail(dot_avx2(a, b + j * stride, np), a, b + j * stride, np, n);
 }
 
 void kiln_vec_dot_f32_rows(const float *a, const float *b, int64_t stride, int64_t rows, int64_t n, float *out) {

@@ -100,9 +100,10 @@ void kiln_vec_add(float *y, const float *x, int64_t n);
  * last n % 64 products added in double. */
 float kiln_vec_dot(const float *a, const float *b, int64_t n);
 /* ggml_vec_dot_f32 exactly: kiln_vec_dot's blocks of 64, then the n % 64
- * leftovers added to the float sum one rounded product at a time (not in
- * double, and not fused: checked against llama.cpp's scores over
- * deepseek2's 80-wide heads). Equal to kiln_vec_dot when n % 64 == 0. */
+ * leftovers onto the float sum, not in double: rounded products for their
+ * whole 8s, the last n % 8 fused (kiln_vec_dot_f32_tail, vecdot.h; checked
+ * against libggml-cpu's own function, tests/test_vecdot_f32.c). Equal to
+ * kiln_vec_dot when n % 64 == 0. */
 float kiln_vec_dot_f32(const float *a, const float *b, int64_t n);
 
 /* out[j] = kiln_vec_dot_f32(a, b + j * stride, n) for j < rows: the same

@@ -81,6 +81,9 @@ typedef struct kiln_ctx_params {
     kiln_output_hook output_hook; /* after every product (NULL: none) */
     kiln_layer_hook layer_hook;   /* after every block (NULL: none) */
     void *observer_user;          /* passed to output_hook and layer_hook */
+    int64_t logits_from;          /* kiln_eval writes no logits for cache positions below this (their
+                                   * rows are left as they are): perplexity and imatrix score only a
+                                   * chunk's second half, and skip the output product of the first */
 } kiln_ctx_params;
 
 typedef struct kiln_ctx kiln_ctx;

@@ -34,6 +34,7 @@
 #ifndef KILN_VECDOT_H
 #define KILN_VECDOT_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -137,6 +138,20 @@ void kiln_unpack_iq3_s(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_tq1_0(const void *blocks, int n, kiln_qblock *out); /* vecdot_tq.c */
 void kiln_unpack_tq2_0(const void *blocks, int n, kiln_qblock *out);
 void kiln_unpack_mxfp4(const void *blocks, int n, kiln_qblock *out); /* vecdot_mxfp4.c */
+
+/* ggml_vec_dot_f32's leftovers past its 64-wide blocks, a[i..n) . b[i..n)
+ * onto the blocks' sum s, as the reference build (GCC -O3 -march=native,
+ * AVX-512) compiled the loop `sumf += x[i]*y[i]`: vectorised in-order
+ * reductions (16 then 8 wide) add rounded products for the leftovers' whole
+ * 8s, and the scalar epilogue fuses the last (n - i) % 8 into fmaf. Checked
+ * against libggml-cpu's ggml_vec_dot_f32 for n from 5 to 130
+ * (tests/fixtures/deepseek2_lite/REGEN.md). */
+static inline float kiln_vec_dot_f32_tail(float s, const float *a, const float *b, int64_t i, int64_t n) {
+    const int64_t unfused = i + ((n - i) & ~(int64_t)7);
+    for (; i < unfused; i++) s += a[i] * b[i]; /* -ffp-contract=off: rounded, then added */
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+}
 
 /* ggml's hsum_float_8 (x86): ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
 static inline float kiln_hsum8(const float a[8]) {

@@ -334,12 +334,11 @@ static float vec4x16(const float *w, const float *x, int64_t np) {
 
 /* ggml_vec_dot_f32 (AVX-512): four 16-lane accumulators over 64 values a
  * step, combined (a0+a2) + (a1+a3), reduce16's tree, then the n % 64
- * leftovers as s = fmaf(w, x, s) (gcc contracts ggml's s += w * x). */
+ * leftovers in the order gcc compiled ggml's s += w * x to
+ * (kiln_vec_dot_f32_tail: rounded products, the last n % 8 fused). */
 static float vec_f32_ref(const float *w, const float *x, int64_t n) {
     const int64_t np = n & ~(int64_t)63;
-    float s = vec4x16(w, x, np);
-    for (int64_t i = np; i < n; i++) s = fmaf(w[i], x[i], s);
-    return s;
+    return kiln_vec_dot_f32_tail(vec4x16(w, x, np), w, x, np, n);
 }
 
 /* ggml_vec_dot_f16 (values already widened): the same blocks, the sum
@@ -447,11 +446,14 @@ AVX512 INLINE __m512 wload(uint32_t type, const void *w, int64_t k) {
  *     keeps the rows apart in L1's sets (tiny_ldw), and keeps it in L2
  *     while every token of the batch passes;
  *   - the tokens pass 6 at a time, k in chunks of T5_KB: the chunk of
- *     the 6 activation rows (6 KiB) stays in L1 while every 4-row tile of
- *     the block runs over it; the tiles' 16-lane partial sums wait in the
- *     thread's scratch between chunks. */
+ *     the 6 activation rows (48 KiB at most) stays near the core (L1 and
+ *     L2) while every 4-row tile of the block runs over it; the tiles'
+ *     16-lane partial sums wait in the thread's scratch between chunks.
+ *     A chunk covers a whole 2048-value row: the 1B model's products
+ *     then never park their sums, whose stores and reloads cost 5% at
+ *     512 (the inner loop itself runs at the FMA ports' peak). */
 #define T5_TOK 6   /* tokens per tile */
-#define T5_KB 512  /* k per chunk */
+#define T5_KB 2048 /* k per chunk */
 
 /* Row stride of widened rows: n rounded so that it is 1 KiB past a
  * multiple of 4 KiB. A 256-float chunk of a row is 16 cache lines, so
@@ -598,9 +600,7 @@ AVX512 INLINE float vec_avx512(uint32_t type, const void *w, const float *x, con
         for (int64_t i = np; i < n; i++) s += (double)(kiln_fp16_to_fp32(((const uint16_t *)w)[i]) * x[i]);
         return (float)s;
     }
-    float s = head;
-    for (int64_t i = np; i < n; i++) s = fmaf(((const float *)w)[i], x[i], s);
-    return s;
+    return kiln_vec_dot_f32_tail(head, (const float *)w, x, np, n);
 }
 
 /* One instance per type, so that the loads inline. */
@@ -664,14 +664,11 @@ AVX2 INLINE __m256 wload8(uint32_t type, const void *w, int64_t k) {
 }
 
 /* The leftovers of ggml_vec_dot_* past its blocks, elements [i, n), onto
- * the blocks' sum s: F16 / BF16 products added in double, F32 fused into
- * the float sum (s is then a float, so the round trip is exact). */
+ * the blocks' sum s: F16 / BF16 products added in double, F32 onto the
+ * float sum as kiln_vec_dot_f32_tail says (s is then a float, so the
+ * round trip is exact). */
 static inline float vec_tail(uint32_t type, const void *w, const float *x, int64_t i, int64_t n, double s) {
-    if (type == KILN_F32) {
-        float f = (float)s;
-        for (; i < n; i++) f = fmaf(((const float *)w)[i], x[i], f);
-        return f;
-    }
+    if (type == KILN_F32) return kiln_vec_dot_f32_tail((float)s, (const float *)w, x, i, n);
     const uint16_t *h = w;
     for (; i < n; i++) s += (double)((type == KILN_F16 ? kiln_fp16_to_fp32(h[i]) : kiln_bf16_to_fp32(h[i])) * x[i]);
     return (float)s;

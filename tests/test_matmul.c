@@ -352,7 +352,10 @@ static void test_q8_0_x86_order(void **state) {
  * tokens when n_in % 16 == 0 and the weight's rows are a multiple of 4
  * (tinyBLAS's smallest row tile; otherwise llamafile_sgemm declines),
  * otherwise the type's ggml_vec_dot: _f32 4 x 16 lanes over 64 values a
- * step, (a0+a2) + (a1+a3), the tree, leftovers fused; _f16 the same blocks,
+ * step, (a0+a2) + (a1+a3), the tree, then the leftovers as gcc compiled
+ * ggml's loop (rounded products added for their whole 8s, the last n % 8
+ * fused: tests/test_vecdot_f32.c holds this to libggml-cpu's own
+ * function); _f16 the same blocks,
  * the leftover products added in double; _bf16 two 16-lane accumulators
  * over 32 values a step, each reduced into a double, leftovers in double.
  * The activations are first rounded to the weight's precision. Written out
@@ -383,7 +386,9 @@ static float vec_order(uint32_t type, const float *w, const float *xt, int64_t n
         return (float)s;
     }
     float s = tree16(v);
-    for (int64_t k = np; k < n; k++) s = fmaf(w[k], xt[k], s);
+    int64_t k = np;
+    for (; k < np + (n - np) / 8 * 8; k++) s += w[k] * xt[k];
+    for (; k < n; k++) s = fmaf(w[k], xt[k], s);
     return s;
 }
 

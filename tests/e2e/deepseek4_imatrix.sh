@@ -3,18 +3,20 @@
 # (issue 12, points 3 and 5), on the tiny FP8 checkpoint of
 # tests/fixtures/deepseek4.
 #
-# Checked against llama-imatrix -c 128 --chunks 16 on the f32 file
-# (tests/fixtures/deepseek4_runtime/imatrix, its REGEN.md): every tensor
+# Checked against llama-imatrix -c 128 --chunks 64 on the f32 file
+# (tests/fixtures/deepseek4_runtime/imatrix, its REGEN.md; four of its
+# passes of 16 parallel sequences): every tensor
 # llama-imatrix stores is in kiln's file with its shape (attn_output_a as
 # llama-imatrix stores the grouped product: groups x columns, one count),
 # every count equal, per expert too, and the sums within a relative 1e-5
-# per tensor (kiln sums in double, llama-imatrix in float; why 16 chunks:
-# REGEN.md); kiln adds
-# output_hc_fn, which llama-imatrix skips. Then `kiln quantize --imatrix`
-# to Q2_K and IQ2_XXS: with llama-imatrix's file (which llama-quantize
-# itself refuses: "imatrix size 256 is different from tensor size 128 for
-# blk.0.attn_output_a.weight") each group of attn_output_a's rows takes its
-# own group's columns, and with kiln's own file both presets quantize,
+# per tensor (kiln sums in double, llama-imatrix in float), the running
+# perplexity of all 64 chunks digit for digit (chunks 26, 31 and 64 need
+# the fused sum update of ggml's flash kernel, runtime/attention_flash.c;
+# REGEN.md); kiln adds output_hc_fn, which llama-imatrix skips. Then
+# `kiln quantize --imatrix` to Q2_K and IQ2_XXS: with llama-imatrix's
+# file (which llama-quantize itself refuses: "imatrix size 256 is
+# different from tensor size 128 for blk.0.attn_output_a.weight") each
+# group of attn_output_a's rows takes its own group's columns, and with kiln's own file both presets quantize,
 # every deepseek4 tensor llama.cpp has no rule for takes kiln's documented
 # type (README: Q8_0 for the hyper-connection mixers and the compressors'
 # position biases), and the models run: perplexity finite and within a
@@ -50,7 +52,7 @@ shape_of() { "$KILN" inspect --json "$1" | jq -c --arg t "$2" '.tensors[] | sele
 # ---- kiln imatrix against llama-imatrix ----
 KIMX=$T/kiln.imatrix.gguf
 if need_shared "deepseek4: imatrix like llama-imatrix's"; then
-    if "$KILN" imatrix "$F32" -f "$shared/golden/text/calib.groups_merged.txt" -c 128 --chunks 16 \
+    if "$KILN" imatrix "$F32" -f "$shared/golden/text/calib.groups_merged.txt" -c 128 --chunks 64 \
         -o "$KIMX" > "$T/imx.out" 2> "$T/err"; then
         names "$LIMX" > "$T/l.names"
         names "$KIMX" > "$T/k.names"
@@ -72,8 +74,11 @@ if need_shared "deepseek4: imatrix like llama-imatrix's"; then
         # the collection's perplexity: every running estimate digit for digit
         want=$(tr ',' ' ' < "$RX/imatrix/PPL.txt")
         got=$(cat "$T/imx.out" "$T/err" | grep -o '\[[0-9]*\][0-9.]*' | tr '\n' ' ' | sed 's/ $//')
-        check "deepseek4: imatrix: running perplexity of all 16 chunks as llama-imatrix printed it (${want##* })" \
-            sh -c '[ -n "$1" ] && [ "$1" = "$2" ]' _ "$want" "$got"
+        check "deepseek4: imatrix: running perplexity of all 64 chunks as llama-imatrix printed it (${want##* })" \
+            sh -c '[ "$(echo "$1" | wc -w)" -eq 64 ] && [ "$1" = "$2" ]' _ "$want" "$got"
+        check "deepseek4: imatrix: the file says 64 chunks of 128, as llama-imatrix's" \
+            sh -c '"$1" inspect --json "$2" | jq -e "[.metadata[] | select(.key == \"imatrix.chunk_count\" or .key == \"imatrix.chunk_size\") | .value] == [64, 128]" > /dev/null' _ \
+            "$KILN" "$KIMX"
     else
         bad "deepseek4: imatrix" "$(head -c 300 "$T/err")"
     fi

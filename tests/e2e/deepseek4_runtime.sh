@@ -18,7 +18,12 @@
 # -c 512 -b 512 for f32 and Q4_K_M, where the lightning indexer chooses
 # among the compressed blocks (runtime/deepseek4_indexer.c); --exact
 # logits within 2e-3 of a float64 reference (tests/fixtures/deepseek4_f64),
-# which the BF16 twin and the default numbers are not. The goldens
+# which the BF16 twin and the default numbers are not; several batches
+# (the state llama.cpp carries between ubatches, runtime/
+# deepseek4_state.c): greedy generation's tokens, logits at 32 and 1
+# tokens per call bit-identical, perplexity at -c 128 -b 64, 32 and 1
+# digit for digit, also layer by layer (--max-memory, --layer-major)
+# (tests/fixtures/deepseek4_runtime). The goldens
 # come from a llama.cpp built on an AVX512_BF16 machine, whose BF16
 # products kiln follows for this model (runtime/deepseek4_bf16.c).
 . tests/e2e/lib.sh
@@ -113,11 +118,58 @@ else
     bad "deepseek4: float64 reference: unpack" "$(head -c 300 "$T/err")"
 fi
 
-# kiln evaluates deepseek4 one batch from an empty cache; a second batch
-# (generation) needs the compressors' carried state and is refused, not
-# approximated
-expect_fail "deepseek4: a second batch (generate) is refused" 'deepseek4: kiln evaluates one batch .* from an empty cache' \
-    "$KILN" generate "$F32" -p "Hello world" -n 3
+# several batches carry the state llama.cpp carries between ubatches
+# (runtime/deepseek4_state.c: raw keys, compressed caches, the
+# compressors' rows of unfinished blocks). Greedy generation (the prompt
+# as one batch, then one token per call) gives llama.cpp's 60 tokens for
+# two prompts, the second crossing the first ratio-128 block (position
+# 127) while generating (tests/fixtures/deepseek4_runtime/gen)
+RT=tests/fixtures/deepseek4_runtime
+for q in f32 Q8_0 Q4_K_M; do
+    : > "$T/gen-$q"
+    i=0
+    while IFS= read -r prompt; do
+        i=$((i + 1))
+        np=$("$KILN" tokenize "$T/$S-$q.gguf" -p "$prompt" --ids 2> /dev/null | wc -w)
+        "$KILN" generate "$T/$S-$q.gguf" -p "$prompt" -n 60 --ids 2> "$T/err" | head -1 |
+            awk -v np="$np" '{ s = ""; for (i = np + 1; i <= NF; i++) s = s (s ? " " : "") $i; print s }' >> "$T/gen-$q"
+    done < "$RT/gen/prompts.txt"
+    if [ "$i" -eq 2 ] && diff "$T/gen-$q" "$RT/gen/$S-$q.ids" > "$T/gen-diff" 2>&1; then
+        ok "deepseek4: generate $q (greedy, 2 prompts x 60 tokens): llama.cpp's tokens"
+    else
+        bad "deepseek4: generate $q (greedy, 2 prompts x 60 tokens): llama.cpp's tokens" \
+            "$(head -c 300 "$T/gen-diff") $(head -c 200 "$T/err")"
+    fi
+done
+
+# logits of a 128-token chunk evaluated 32 and 1 tokens per call (F32
+# caches, no flash attention: llama.cpp's golden context with n_ubatch 32
+# and 1), every logit equal
+for f in f32-u32:32 f32-u1:1 Q8_0-u1:1; do
+    name=${f%:*} b=${f#*:}
+    q=${name%-u*}
+    if zstd -q -d -c "$RT/logits/$S-$name.logits.zst" > "$T/$name.logits" 2> "$T/err"; then
+        check "deepseek4: logits $q, $b token(s) per call: bit-identical to llama.cpp's (n_ubatch $b)" \
+            sh -c '"$1" golden check "$2" "$3" -b "$4" --max-abs 0 > "$5" 2>&1' _ "$KILN" "$T/$S-$q.gguf" \
+            "$T/$name.logits" "$b" "$T/check-$name"
+    else
+        bad "deepseek4: logits $name: unpack" "$(head -c 300 "$T/err")"
+    fi
+done
+# ... and token by token is not one batch: the -b 1 golden fails when
+# the chunk is evaluated whole
+check "deepseek4: the -b 1 logits are not the one-batch logits" \
+    sh -c '! "$1" golden check "$2" "$3" --max-abs 0 > "$4" 2>&1 && grep -q "FAIL: max_abs" "$4"' _ "$KILN" \
+    "$T/$S-f32.gguf" "$T/f32-u1.logits" "$T/check-u1-whole"
+
+# llama.cpp's sliding-window cache reuses cells past n_swa + 1 rounded to
+# 256 (256 here), in an order kiln does not follow: a batch after the
+# first that reaches past them is refused, not approximated (a 309-token
+# prompt is one batch; its first generated token is the second)
+long=$(head -c 480 tests/fixtures/deepseek4/REGEN.md | tr '\n' ' ')
+expect_fail "deepseek4: a second batch past the raw cache's 256 cells is refused" \
+    'deepseek4: kiln evaluates positions past 256 .* only as one batch from an empty cache' \
+    "$KILN" generate "$F32" -p "$long" -n 8
 
 # past 4 x indexer.top_k tokens each token of a ratio-4 block keeps the
 # 64 compressed blocks the lightning indexer scores best (ties as ggml's
@@ -171,4 +223,72 @@ for q in f32 Q8_0 Q4_K_M; do
         bad "deepseek4: perplexity $q: llama-perplexity's digits" "want '$want' got '$got' $(head -c 200 "$T/err")"
     fi
 done
+
+# perplexity at -c 128 with 64, 32 and 1 tokens per call, as
+# llama-perplexity -b 64 / 32 / 1 printed it (F16 caches, flash
+# attention: the tiled kernel at 64, one_chunk at 32, and at 1 the
+# split-KV decode kernel on every view of 512+ cells,
+# runtime/deepseek4_split.c)
+for q in f32 Q8_0 Q4_K_M; do
+    for b in 64 32 1; do
+        need_shared "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits" || continue
+        "$KILN" perplexity "$T/$S-$q.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b "$b" --chunks 4 -t 2 \
+            > "$T/ppl-$q-b$b" 2> "$T/err"
+        want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-$q-c128-b$b.txt" | sed 's/^[0-9.]* I //')
+        got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-$q-b$b")
+        if [ -n "$want" ] && [ "$want" = "$got" ]; then
+            ok "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits ($(echo "$got" | tail -1))"
+        else
+            bad "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits" \
+                "want '$want' got '$got' $(head -c 200 "$T/err")"
+        fi
+    done
+done
+
+# layer by layer (--max-memory: all chunks through block L before L + 1,
+# the hc streams spilled to a scratch file under a 1M cap; --layer-major
+# without a cap), the batches of each chunk carrying the state as above:
+# the same digits
+for run in "Q8_0 32 --max-memory 1M" "f32 1 --layer-major"; do
+    set -- $run
+    q=$1 b=$2
+    shift 2
+    need_shared "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits" || continue
+    "$KILN" perplexity "$T/$S-$q.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b "$b" --chunks 4 -t 2 "$@" \
+        > "$T/ppl-lm" 2> "$T/err"
+    want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-$q-c128-b$b.txt" | sed 's/^[0-9.]* I //')
+    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-lm")
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits"
+    else
+        bad "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits" \
+            "want '$want' got '$got' $(head -c 200 "$T/err")"
+    fi
+done
+# ... and kiln imatrix layer by layer writes the same file as chunk by chunk
+if need_shared "deepseek4: imatrix --max-memory 1M: the same file as token-major"; then
+    for mm in "" "--max-memory 1M"; do
+        # shellcheck disable=SC2086
+        "$KILN" imatrix "$F32" -f "$shared/golden/text/calib.groups_merged.txt" -c 128 --chunks 4 -t 2 \
+            -o "$T/im${mm:+-lm}.gguf" $mm > "$T/im-log" 2> "$T/err" || bad "deepseek4: imatrix $mm" "$(head -c 300 "$T/err")"
+    done
+    check "deepseek4: imatrix --max-memory 1M: the same file as token-major" cmp -s "$T/im.gguf" "$T/im-lm.gguf"
+fi
+
+# the split-KV kernel cuts the view into one chunk per thread, so at one
+# token per call the digits follow the thread count, llama.cpp's as
+# kiln's: -t 1 gives llama-perplexity -t 1's (other than -t 2's above)
+if need_shared "deepseek4: perplexity f32 -c 128 -b 1 -t 1: llama-perplexity -t 1's digits"; then
+    "$KILN" perplexity "$T/$S-f32.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b 1 --chunks 4 -t 1 \
+        > "$T/ppl-t1" 2> "$T/err"
+    want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-f32-c128-b1-t1.txt" | sed 's/^[0-9.]* I //')
+    other=$(grep -E 'Final estimate' "$RT/ppl/$S-f32-c128-b1.txt" | sed 's/^[0-9.]* I //')
+    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-t1")
+    if [ -n "$want" ] && [ "$want" = "$got" ] && ! echo "$got" | grep -qF "$other"; then
+        ok "deepseek4: perplexity f32 -c 128 -b 1 -t 1: llama-perplexity -t 1's digits ($(echo "$got" | tail -1))"
+    else
+        bad "deepseek4: perplexity f32 -c 128 -b 1 -t 1: llama-perplexity -t 1's digits" \
+            "want '$want' (not '$other') got '$got' $(head -c 200 "$T/err")"
+    fi
+fi
 finish

@@ -1,0 +1,294 @@
+/* runtime/vecdot_krows.c - one token against four weight rows at once
+ * (decode) for Q4_K and Q2_K in the gemv order of the matrices llama.cpp
+ * repacks, and Q6_K in its vec_dot order, with AVX-512 VNNI: the table's
+ * `rows` kernels at the VNNI level (kernels.c). kiln_direct_rows4
+ * (vecdot_kdirect.c) runs them over each group of four rows of a one-token
+ * product whose rows are short (four rows within 8 KiB) and the one-row
+ * kernels of vecdot_kvnni.c over the rest.
+ *
+ * Why four rows: one token's product streams every weight once from DRAM,
+ * and the one-row kernels spent about as long turning each super-block's
+ * integer sums into floats (a horizontal sum, a conversion, an fma, one
+ * dependent chain per row) as decoding it. Here each super-block's
+ * activations are loaded (and, for Q4_K and Q2_K, laid out in the
+ * weights' order, which spares the weights' shuffles) once for four rows;
+ * the rows' integer sums are reduced together, each row in one 128-bit
+ * quarter of a register (Q6_K: one 256-bit half), and the float steps run
+ * on the rows side by side, lane by lane. The next group of four rows is
+ * prefetched as this one is read, one group ahead.
+ *
+ * Measured (one thread, CPU time, ns per super-block, n_in 2048, 32768
+ * rows, out of cache, this AVX-512 VNNI EPYC, against the one-row kernels):
+ * Q4_K gemv 8.6 -> 6.4, Q2_K gemv 7.1 -> 5.4, Q6_K 9.4 -> 8.3. Rows of
+ * n_in 8192 read four at a time were slower than one at a time (Q6_K 8.5
+ * -> 12.6, Q4_K even), four streams pages apart, also when read a row at
+ * a time through a buffer of partial sums; hence kiln_direct_rows4's span.
+ *
+ * The sums and their order. Integer sums are exact however they are
+ * taken, so the weights of a super-block may meet the activations in any
+ * order that keeps each weight with its own activation and its own scale:
+ *   gemv (Q4_K, Q2_K): one integer total I and one min total P per
+ *     super-block, then A = fmaf(I, d * yd, A), M = fmaf(P, dmin * yd, M),
+ *     the row's output A - M (vecdot_kstep.h's kiln_kstep_gemv). The
+ *     weights are taken in their storage order - a 64-byte load of Q4_K's
+ *     nibbles, or the four bit pairs of Q2_K's 64 bytes - and the
+ *     activations are gathered to match, 32 at a time;
+ *   vec_dot (Q6_K): the eight int32 lanes of ggml's 256-bit registers,
+ *     lane l the weights p with (p / 4) % 8 == l; Q6_K's storage order
+ *     is the natural one, so lane i + 8 of a 512-bit sum is lane i's
+ *     second chunk, as in vecdot_kvnni.c; kiln_kstep_vecdot's operations
+ *     on two rows at a time, one per 256-bit half.
+ * Each float operation is the reference's own, lane by lane (vcvtdq2ps =
+ * (float), vmulps = *, vfmadd = fmaf, the final sums kiln_hsum8's), so
+ * the outputs equal kiln_kdot_ref bit for bit (tests/test_vecdot_rows.c).
+ *
+ * Only AVX-512 F, BW, VL, DQ and VNNI are used. */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#else
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "kernels.h"
+#include "vecdot_kbits.h"
+
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* Prefetches this super-block's share of the next group of rows: the
+ * group is one run of 4 nb blocks (the caller keeps it short, see
+ * kiln_direct_rows4), so block i of each row fetches bytes [4 i bb,
+ * 4 (i + 1) bb) of the next group, one group ahead. */
+VNNI INLINE void prefetch_next(const uint8_t *w, int64_t row_bytes, int64_t i, int bb) {
+    const char *p = (const char *)w + 4 * row_bytes + 4 * i * bb;
+    for (int l = 0; l < 4 * bb; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+}
+
+/* Two 32-byte halves of the activations as one register: bytes lo..lo+31
+ * then hi..hi+31. */
+VNNI INLINE __m512i act_pair(const int8_t *qs, int lo, int hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qs + lo))),
+                              _mm256_loadu_si256((const __m256i *)(qs + hi)), 1);
+}
+
+/* A register of int16 pair scales from the scales s: pair lanes 8q ..
+ * 8q + 7 (16 weights) take s[iq], so 0..15 (the low 256 bits) take
+ * s[i0], s[i1] and 16..31 s[i2], s[i3] (i0 == i1 for 32-weight scales). */
+VNNI INLINE __m512i scale_pairs(__m512i s, int i0, int i1, int i2, int i3) {
+    const __m512i idx = _mm512_set_epi16((short)i3, (short)i3, (short)i3, (short)i3, (short)i3, (short)i3,
+                                         (short)i3, (short)i3, (short)i2, (short)i2, (short)i2, (short)i2,
+                                         (short)i2, (short)i2, (short)i2, (short)i2, (short)i1, (short)i1,
+                                         (short)i1, (short)i1, (short)i1, (short)i1, (short)i1, (short)i1,
+                                         (short)i0, (short)i0, (short)i0, (short)i0, (short)i0, (short)i0,
+                                         (short)i0, (short)i0);
+    return _mm512_permutexvar_epi16(idx, s);
+}
+
+/* Four rows' integer totals (sums[r]: 16 int32 lanes; mins[r]: 4) as
+ * one register whose 128-bit quarter r holds [I, I, P, P] of row r. */
+VNNI INLINE __m512i totals4(const __m512i sums[4], const __m128i mins[4]) {
+    /* fold each row's 16 lanes to 8, two rows per register */
+    const __m512i f01 = _mm512_add_epi32(_mm512_shuffle_i64x2(sums[0], sums[1], 0x44),
+                                         _mm512_shuffle_i64x2(sums[0], sums[1], 0xEE));
+    const __m512i f23 = _mm512_add_epi32(_mm512_shuffle_i64x2(sums[2], sums[3], 0x44),
+                                         _mm512_shuffle_i64x2(sums[2], sums[3], 0xEE));
+    /* quarters of f01: [r0 a, r0 b, r1 a, r1 b]; to 4 lanes, a row per quarter */
+    const __m512i g = _mm512_add_epi32(_mm512_shuffle_i64x2(f01, f23, 0x88), _mm512_shuffle_i64x2(f01, f23, 0xDD));
+    __m512i m = _mm512_castsi128_si512(mins[0]);
+    m = _mm512_inserti32x4(m, mins[1], 1);
+    m = _mm512_inserti32x4(m, mins[2], 2);
+    m = _mm512_inserti32x4(m, mins[3], 3);
+    /* per quarter [g0 + g2, g1 + g3, m0 + m2, m1 + m3], then pairs */
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(g, m), _mm512_unpackhi_epi64(g, m));
+    return _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+}
+
+/* The gemv step of four rows: quarter r of acc holds [A, A, M, M] of row
+ * r; dd[r] is the row's block's (d, dmin) as two fp16 in a word. */
+VNNI INLINE __m512 gemv_step4(__m512 acc, __m512i tot, const uint32_t dd[4], float yd) {
+    const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)dd[0], (int)dd[1], (int)dd[2], (int)dd[3]));
+    /* [d0 dmin0 d1 dmin1 ...] to quarter r = [d_r, d_r, dmin_r, dmin_r] */
+    const __m512 spread = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                                                _mm512_castps256_ps512(f));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(spread, _mm512_set1_ps(yd)), acc);
+}
+
+/* y[r] = A - M of quarter r. */
+VNNI INLINE void gemv_finish4(__m512 acc, float *y) {
+    float v[16];
+    _mm512_storeu_ps(v, acc);
+    for (int r = 0; r < 4; r++) y[r] = v[4 * r] - v[4 * r + 2];
+}
+
+/* ---- Q4_K, gemv order ------------------------------------------------- */
+
+/* Load j (qs[64j .. 64j + 63]) holds chunks 2j and 2j + 1 (32 bytes each);
+ * its low nibbles are weights 128j + l and 128j + 64 + l (l < 32),
+ * sub-blocks 4j and 4j + 2, its high nibbles 128j + 32 + l and
+ * 128j + 96 + l, sub-blocks 4j + 1 and 4j + 3. */
+VNNI void kiln_krows_q4_k_gemv(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
+                               const void *act, float *y) {
+    const kiln_block_q8_k *a = act;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next(w, row_bytes, i, qt->block_bytes);
+        const int8_t *q8 = a[i].qs;
+        const __m512i alo0 = act_pair(q8, 0, 64), ahi0 = act_pair(q8, 32, 96);
+        const __m512i alo1 = act_pair(q8, 128, 192), ahi1 = act_pair(q8, 160, 224);
+        /* bsums in pairs: the activations of each 32-weight sub-block */
+        const __m128i bs = _mm256_castsi256_si128(_mm256_permute4x64_epi64(
+            _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_setzero_si256()), 0x08));
+        __m512i sums[4];
+        __m128i mins[4];
+        uint32_t dd[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const kiln_block_q4_k *b = (const kiln_block_q4_k *)(w + r * row_bytes + i * qt->block_bytes);
+            uint32_t sc[2], mn[2];
+            kiln_kscale_words(b->scales, sc, mn);
+            const __m512i s =
+                _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_setr_epi32((int)sc[0], (int)sc[1], 0, 0)));
+            const __m512i v0 = _mm512_loadu_si512((const void *)b->qs);
+            const __m512i v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
+            const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+            const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+            const __m512i zero = _mm512_setzero_si512();
+            __m512i s0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(lo0, alo0), scale_pairs(s, 0, 0, 2, 2));
+            __m512i s1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(hi0, ahi0), scale_pairs(s, 1, 1, 3, 3));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(lo1, alo1), scale_pairs(s, 4, 4, 6, 6));
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(hi1, ahi1), scale_pairs(s, 5, 5, 7, 7));
+            sums[r] = _mm512_add_epi32(s0, s1);
+            mins[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_setr_epi32((int)mn[0], (int)mn[1], 0, 0)), bs);
+            memcpy(&dd[r], &b->d, sizeof dd[r]);
+        }
+        acc = gemv_step4(acc, totals4(sums, mins), dd, a[i].d);
+    }
+    gemv_finish4(acc, y);
+}
+
+/* ---- Q2_K, gemv order ------------------------------------------------- */
+
+/* Bit pair s of qs[l] (l < 32) is weight 32s + l, of qs[32 + l] weight
+ * 128 + 32s + l: sub-blocks (16 weights) 2s, 2s + 1 and 8 + 2s, 9 + 2s;
+ * scale in the low nibble of scales[k], min in the high one. */
+VNNI void kiln_krows_q2_k_gemv(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
+                               const void *act, float *y) {
+    const kiln_block_q8_k *a = act;
+    const __m512i m2 = _mm512_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi16(0xF);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next(w, row_bytes, i, qt->block_bytes);
+        const int8_t *q8 = a[i].qs;
+        __m512i ap[4];
+        for (int s = 0; s < 4; s++) ap[s] = act_pair(q8, 32 * s, 128 + 32 * s);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        __m512i sums[4];
+        __m128i mins[4];
+        uint32_t dd[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const kiln_block_q2_k *b = (const kiln_block_q2_k *)(w + r * row_bytes + i * qt->block_bytes);
+            const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            const __m512i sc = _mm512_castsi256_si512(_mm256_and_si256(sm, m4));
+            const __m512i v = _mm512_loadu_si512((const void *)b->qs);
+            /* bit pair k of every byte: register k's levels */
+            __m512i f[4];
+            for (int k = 0; k < 4; k++) f[k] = _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), m2);
+            const __m512i zero = _mm512_setzero_si512();
+            __m512i s0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(f[0], ap[0]), scale_pairs(sc, 0, 1, 8, 9));
+            __m512i s1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(f[1], ap[1]), scale_pairs(sc, 2, 3, 10, 11));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(f[2], ap[2]), scale_pairs(sc, 4, 5, 12, 13));
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(f[3], ap[3]), scale_pairs(sc, 6, 7, 14, 15));
+            sums[r] = _mm512_add_epi32(s0, s1);
+            const __m256i mn = _mm256_madd_epi16(_mm256_srli_epi16(sm, 4), bs);
+            mins[r] = _mm_add_epi32(_mm256_castsi256_si128(mn), _mm256_extracti128_si256(mn, 1));
+            memcpy(&dd[r], &b->d, sizeof dd[r]);
+        }
+        acc = gemv_step4(acc, totals4(sums, mins), dd, a[i].d);
+    }
+    gemv_finish4(acc, y);
+}
+
+/* ---- Q6_K, vec_dot order ---------------------------------------------- */
+
+/* Q6_K's levels 0..63 of weights 64k .. 64k + 63 in register k (the
+ * natural order: low nibbles of ql[64h ..], then its high nibbles, each
+ * with two bits of qh), as vecdot_kvnni.c decodes them. */
+VNNI INLINE void q6_levels(const kiln_block_q6_k *b, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512((const void *)(b->ql + 64 * h));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        /* (l & 0x0F) | hi, as one ternary: 0xEC = (A & C) | B */
+        q[2 * h] = _mm512_ternarylogic_epi32(l, _mm512_and_si512(_mm512_slli_epi16(hh, 4), top), m4, 0xEC);
+        q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), _mm512_and_si512(hh, top), m4, 0xEC);
+    }
+}
+
+/* Two rows' 16-lane sums as [row a's eight lanes | row b's]: lane i of a
+ * row is its lanes i and i + 8 (the two chunks of each 64 weights). */
+VNNI INLINE __m512i lanes2(__m512i sa, __m512i sb) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(sa, sb, 0x44), _mm512_shuffle_i64x2(sa, sb, 0xEE));
+}
+
+/* Signed 8-bit scales per 16 weights; the offset of 32 taken out as a min
+ * of 32 * sc (vecdot_kvnni.c, kiln_kdot_ref). */
+VNNI void kiln_krows_q6_k(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb, const void *act,
+                          float *y) {
+    const kiln_block_q8_k *a = act;
+    /* rows 0, 1 and rows 2, 3: eight lane accumulators each per half */
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    const __m512i lo8 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i hi8 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next(w, row_bytes, i, qt->block_bytes);
+        const int8_t *q8 = a[i].qs;
+        __m512i av[4];
+        for (int k = 0; k < 4; k++) av[k] = _mm512_loadu_si512((const void *)(q8 + 64 * k));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        __m512i sums[4];
+        __m256i mins[4];
+        uint16_t dh[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const kiln_block_q6_k *b = (const kiln_block_q6_k *)(w + r * row_bytes + i * qt->block_bytes);
+            __m512i q[4];
+            q6_levels(b, q);
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            const __m512i sc = _mm512_castsi256_si512(s16);
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q[0], av[0]),
+                                             scale_pairs(sc, 0, 1, 2, 3));
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q[1], av[1]),
+                                             scale_pairs(sc, 4, 5, 6, 7));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q[2], av[2]), scale_pairs(sc, 8, 9, 10, 11));
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q[3], av[3]), scale_pairs(sc, 12, 13, 14, 15));
+            sums[r] = _mm512_add_epi32(s0, s1);
+            mins[r] = _mm256_madd_epi16(_mm256_slli_epi16(s16, 5), bs);
+            memcpy(&dh[r], &b->d, sizeof dh[r]);
+        }
+        /* kiln_kstep_vecdot for K_Q6: acc = fmaf(yd * xd, lane - min, acc) */
+        const __m128 d = _mm_mul_ps(_mm_set1_ps(a[i].d),
+                                    _mm_cvtph_ps(_mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2],
+                                                                (short)dh[3], 0, 0, 0, 0)));
+        const __m512 d512 = _mm512_castps128_ps512(d);
+        const __m512i l01 = _mm512_sub_epi32(lanes2(sums[0], sums[1]),
+                                             _mm512_inserti64x4(_mm512_castsi256_si512(mins[0]), mins[1], 1));
+        const __m512i l23 = _mm512_sub_epi32(lanes2(sums[2], sums[3]),
+                                             _mm512_inserti64x4(_mm512_castsi256_si512(mins[2]), mins[3], 1));
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, d512), _mm512_cvtepi32_ps(l01), acc01);
+        acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, d512), _mm512_cvtepi32_ps(l23), acc23);
+    }
+    float v[32];
+    _mm512_storeu_ps(v, acc01);
+    _mm512_storeu_ps(v + 16, acc23);
+    for (int r = 0; r < 4; r++) y[r] = kiln_hsum8(v + 8 * r);
+}
+#endif

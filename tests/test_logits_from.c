@@ -1,0 +1,112 @@
+/* tests/test_logits_from.c - kiln_ctx_params.logits_from: kiln_eval skips
+ * the output product for cache positions below it (perplexity and imatrix
+ * score only a chunk's second half), and what it does write is the full
+ * evaluation's bits. Checked on the llama and qwen2 fixtures (../shared):
+ * the rows from logits_from on equal those of the same calls with every
+ * row wanted, bit for bit, the rows before it are left untouched, in one
+ * call or split over calls that straddle the boundary, and a hook on
+ * output.weight still sees every row (the imatrix collector's sums equal
+ * a full run's). */
+#include "shared.h"
+
+#include "../imatrix/collect.h"
+#include "../runtime/model.h"
+#include "../runtime/runtime.h"
+
+#define N_TOK 96
+#define FROM 48
+#define SENTINEL 0x7fc0dead /* a NaN no product writes */
+
+/* Evaluates N_TOK tokens in calls of `split` tokens (the last takes the
+ * rest) with logits_from = from into logits (prefilled with SENTINEL),
+ * collecting output.weight's statistics into col when it is not NULL. */
+static void run(const kiln_model *m, int64_t from, int64_t split, float *logits, kiln_imx_collector *col) {
+    const int64_t nv = m->hp.n_vocab;
+    int32_t ids[N_TOK];
+    for (int i = 0; i < N_TOK; i++) ids[i] = (int32_t)((7 * i + 3) % nv);
+    const uint32_t sentinel = SENTINEL;
+    for (int64_t i = 0; i < N_TOK * nv; i++) memcpy(&logits[i], &sentinel, sizeof sentinel);
+    kiln_ctx_params cp = {.n_ctx = 128, .attention = KILN_ATTN_LLAMACPP, .logits_from = from};
+    if (col) {
+        kiln_imx_collector_init(col, m->gguf, true, true);
+        cp.hook = kiln_imx_hook;
+        cp.hook_user = col;
+        cp.hook_output = true;
+    }
+    kiln_err err = {{0}};
+    kiln_ctx *c = kiln_ctx_new(m, &cp, &err);
+    if (!c) fail_msg("%s", err.msg);
+    for (int64_t j = 0; j < N_TOK; j += split) {
+        const int64_t n = N_TOK - j < split ? N_TOK - j : split;
+        if (kiln_eval(c, ids + j, n, logits + j * nv, &err) < 0) fail_msg("%s", err.msg);
+    }
+    kiln_ctx_free(c);
+    if (col) assert_false(col->failed);
+}
+
+static void check_model(const char *gguf) {
+    kiln_err err = {{0}};
+    kiln_model *m = kiln_model_load(kiln_shared_path(gguf), &err);
+    if (!m) fail_msg("%s: %s", gguf, err.msg);
+    const int64_t nv = m->hp.n_vocab;
+    float *full = malloc((size_t)(N_TOK * nv) * sizeof *full), *part = malloc((size_t)(N_TOK * nv) * sizeof *part);
+    assert_non_null(full);
+    assert_non_null(part);
+    kiln_imx_collector want, got;
+    const int64_t splits[] = {N_TOK, 40, 16};
+    for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        /* the same calls with every row wanted, then from FROM on */
+        run(m, 0, splits[s], full, s == 0 ? &want : NULL);
+        run(m, FROM, splits[s], part, s == 0 ? &got : NULL);
+        /* the wanted rows: the full run's bits */
+        if (memcmp(part + FROM * nv, full + FROM * nv, (size_t)((N_TOK - FROM) * nv) * sizeof *part))
+            fail_msg("%s, calls of %lld: logits from %d differ from a full evaluation's", gguf, (long long)splits[s],
+                     FROM);
+        /* the rows before: never written */
+        for (int64_t i = 0; i < FROM * nv; i++) {
+            uint32_t b;
+            memcpy(&b, &part[i], sizeof b);
+            if (b != SENTINEL)
+                fail_msg("%s, calls of %lld: row %lld was written", gguf, (long long)splits[s], (long long)(i / nv));
+        }
+    }
+    /* the output hook saw every row, in order (a model whose output is
+     * its tied token embedding has no output.weight to collect) */
+    const kiln_imx_acc *a = kiln_imx_collector_find(&want, "output.weight"), *b = kiln_imx_collector_find(&got, "output.weight");
+    assert_true(want.n_acc > 0 && want.n_acc == got.n_acc);
+    if (!a) {
+        assert_ptr_equal(m->output, m->tok_embd);
+        assert_null(b);
+    } else {
+        assert_non_null(b);
+        assert_int_equal(a->counts[0], N_TOK);
+        assert_int_equal(b->counts[0], N_TOK);
+        assert_memory_equal(a->sum2, b->sum2, (size_t)a->n * sizeof *a->sum2);
+        assert_memory_equal(a->sum, b->sum, (size_t)a->n * sizeof *a->sum);
+    }
+    kiln_imx_collector_free(&want);
+    kiln_imx_collector_free(&got);
+    free(full);
+    free(part);
+    kiln_model_free(m);
+}
+
+static void logits_from_llama(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    check_model("golden/gguf/llama-f32.gguf");
+}
+
+static void logits_from_qwen2(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    check_model("golden/gguf/qwen2-Q4_K_M.gguf");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(logits_from_llama),
+        cmocka_unit_test(logits_from_qwen2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
