@@ -55,6 +55,17 @@ for q in Q8_0 Q4_K_M; do
         bad "deepseek4: quantize $q" "$(head -c 300 "$T/err")"
     fi
 done
+# Q2_K with llama-quantize's types: kiln's 1-2 bit presets keep the
+# hyper-connection mixers and the compressors' position biases Q8_0
+# (quantize/policy.c), llama-quantize has no rule for them; asking for
+# Q2_K there gives its bytes (blk.1's 128-wide ape falls back to Q4_0 in both)
+if "$KILN" quantize -q --allow-requantize --tensor-type 'hc_=q2_k' --tensor-type 'compressor_ape=q2_k' \
+    "$F32" "$T/$S-Q2_K.gguf" Q2_K 2> "$T/err"; then
+    check "deepseek4: quantize Q2_K with llama-quantize's types: byte-identical to llama-quantize's" \
+        same_sha "$S-Q2_K.gguf" "$T/$S-Q2_K.gguf"
+else
+    bad "deepseek4: quantize Q2_K" "$(head -c 300 "$T/err")"
+fi
 
 # logits: ggml numbers (the default), every logit equal
 for q in f32 Q8_0 Q4_K_M; do
@@ -245,6 +256,19 @@ for q in f32 Q8_0 Q4_K_M; do
         fi
     done
 done
+
+# ... and llama-quantize's Q2_K file at -b 64
+if need_shared "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits"; then
+    "$KILN" perplexity "$T/$S-Q2_K.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b 64 --chunks 4 -t 2 \
+        > "$T/ppl-Q2_K" 2> "$T/err"
+    want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-Q2_K-c128-b64.txt" | sed 's/^[0-9.]* I //')
+    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-Q2_K")
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits ($(echo "$got" | tail -1))"
+    else
+        bad "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits" "want '$want' got '$got' $(head -c 200 "$T/err")"
+    fi
+fi
 
 # layer by layer (--max-memory: all chunks through block L before L + 1,
 # the hc streams spilled to a scratch file under a 1M cap; --layer-major
