@@ -2,8 +2,9 @@
 # and refusals, llama.cpp's file layout, every calibration input kind giving
 # the statistics plain text gives, a run killed mid-way and resumed giving
 # the file one run gives, merging and converting (golden .dat -> GGUF ->
-# .dat byte for byte), statistics, experts no token reached, and quantize
-# refusing another model's imatrix.
+# .dat byte for byte), statistics, experts no token reached, quantize
+# refusing another model's imatrix, and llama-imatrix's running perplexity
+# over its 64-chunk goldens.
 . tests/e2e/lib.sh
 
 check "imatrix --help exits 0" sh -c '"$KILN" imatrix --help | grep -q "usage: kiln imatrix"'
@@ -151,4 +152,21 @@ if "$KILN" testmodel --help >/dev/null 2>&1 && "$KILN" convert --help >/dev/null
 else
     skipt "partial coverage (needs kiln testmodel and kiln convert)"
 fi
+# The running perplexity llama-imatrix printed over its four passes of 16
+# sequences (../shared/golden/logs/imatrix-MODEL.log: -c 128, 64 chunks),
+# digit for digit: the flash kernels' running sum is fused as GCC compiles
+# ggml's (runtime/attention_flash.c), which one chunk in 64 already shows
+for m in llama qwen2 mixtral; do
+    need_shared "imatrix $m: llama-imatrix's running perplexity over 64 chunks" || continue
+    grep -o '\[[0-9]*\][0-9.]*' "$shared/golden/logs/imatrix-$m.log" > "$T/want-$m.ppl"
+    "$KILN" imatrix "$shared/golden/gguf/$m-f32.gguf" -f "$shared/golden/text/calib.groups_merged.txt" -c 128 \
+        --chunks 64 -o "$T/ppl-$m.gguf" > "$T/out-$m" 2>&1
+    grep -o '\[[0-9]*\][0-9.]*' "$T/out-$m" > "$T/got-$m.ppl"
+    if [ "$(wc -l < "$T/want-$m.ppl")" -eq 64 ] && cmp -s "$T/want-$m.ppl" "$T/got-$m.ppl"; then
+        ok "imatrix $m: llama-imatrix's running perplexity over 64 chunks"
+    else
+        bad "imatrix $m: llama-imatrix's running perplexity over 64 chunks" \
+            "$(diff "$T/want-$m.ppl" "$T/got-$m.ppl" | head -c 300) $(tail -c 200 "$T/out-$m")"
+    fi
+done
 finish
