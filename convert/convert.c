@@ -263,6 +263,13 @@ static int progress_write(void *user, const void *data, uint64_t n, kiln_err *er
     return 0;
 }
 
+/* True when the page cache holds (at least half of) every large input file. */
+static bool input_cached(cv_source *s) {
+    for (uint32_t f = 0; f < s->n_files; f++)
+        if (s->files[f].size >= (1u << 20) && !cv_source_cached(s, f, 0, s->files[f].size)) return false;
+    return true;
+}
+
 int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts, const kiln_write_opts *wopts,
                  kiln_convert_progress progress, void *ud, kiln_err *err) {
     kiln_hf_model *m = kiln_hf_open(src, opts, err);
@@ -270,8 +277,14 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
     kiln_write_opts wo = wopts ? *wopts : (kiln_write_opts){0};
     const char *inputs[1] = {src};
     if (!wo.inputs) wo.inputs = inputs, wo.n_inputs = 1;
-    /* gigabytes written once, read later if at all: past the page cache (kiln_out_direct) */
-    wo.direct_io = true;
+    /* Gigabytes written once, read later if at all: past the page cache
+     * (kiln_out_direct), unless the input is already cached. Then reading
+     * costs nothing and buffered writes, one kernel copy straight from the
+     * mapping, measured faster than direct ones through the aligned buffer
+     * (1B bf16 -> bf16, idle: 1.19x against 0.85x cp + sync); from disk the
+     * page-cache copy is the cost and direct output wins (full-shape
+     * DeepSeek-V3: 0.74x against 0.63x). */
+    wo.direct_io = !input_cached(m->src);
     kiln_gguf_writer *w = kiln_writer_new(out, &wo, err);
     int rc = w ? 0 : -1;
     if (rc == 0) rc = kiln_hf_set_metadata(m, w, NULL, err);
