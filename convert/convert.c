@@ -281,9 +281,9 @@ int kiln_convert(const char *src, const char *out, const kiln_convert_opts *opts
      * (kiln_out_direct), unless the input is already cached. Then reading
      * costs nothing and buffered writes, one kernel copy straight from the
      * mapping, measured faster than direct ones through the aligned buffer
-     * (1B bf16 -> bf16, idle: 1.19x against 0.85x cp + sync); from disk the
+     * (1B bf16 -> bf16, idle: 1.29x against 0.85x cp + sync); from disk the
      * page-cache copy is the cost and direct output wins (full-shape
-     * DeepSeek-V3: 0.74x against 0.63x). */
+     * DeepSeek-V3: 0.74-1.02x against 0.63x). */
     wo.direct_io = !input_cached(m->src);
     kiln_gguf_writer *w = kiln_writer_new(out, &wo, err);
     int rc = w ? 0 : -1;

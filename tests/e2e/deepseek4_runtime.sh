@@ -221,19 +221,28 @@ if [ -n "$shared" ]; then
     fi
 fi
 
+# ppl_digits NAME WANT GGUF ARGS...: kiln perplexity of GGUF over
+# ../shared's ppl.txt with ARGS prints the chunk line and final estimate of
+# llama-perplexity's log WANT
+ppl_digits() {
+    _name=$1 _want=$2 _gguf=$3
+    shift 3
+    need_shared "$_name" || return 0
+    "$KILN" perplexity "$_gguf" -f "$shared/golden/text/ppl.txt" "$@" > "$T/ppl-out" 2> "$T/err"
+    want=$(grep -E '^\[1\]|Final estimate' "$_want" | sed 's/^[0-9.]* I //')
+    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-out")
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "$_name ($(echo "$got" | tail -1))"
+    else
+        bad "$_name" "want '$want' got '$got' $(head -c 200 "$T/err")"
+    fi
+}
+
 # perplexity over the first 4 chunks of ../shared's ppl.txt, as
 # llama-perplexity -c 128 -b 128 --chunks 4 printed it
 for q in f32 Q8_0 Q4_K_M; do
-    need_shared "deepseek4: perplexity $q: llama-perplexity's digits" || continue
-    "$KILN" perplexity "$T/$S-$q.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b 128 --chunks 4 \
-        > "$T/ppl-$q" 2> "$T/err"
-    want=$(grep -E '^\[1\]|Final estimate' "$FX/ppl/$S-$q.txt" | sed 's/^[0-9.]* I //')
-    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-$q")
-    if [ -n "$want" ] && [ "$want" = "$got" ]; then
-        ok "deepseek4: perplexity $q: llama-perplexity's digits ($(echo "$got" | tail -1))"
-    else
-        bad "deepseek4: perplexity $q: llama-perplexity's digits" "want '$want' got '$got' $(head -c 200 "$T/err")"
-    fi
+    ppl_digits "deepseek4: perplexity $q: llama-perplexity's digits" "$FX/ppl/$S-$q.txt" "$T/$S-$q.gguf" \
+        -c 128 -b 128 --chunks 4
 done
 
 # perplexity at -c 128 with 64, 32 and 1 tokens per call, as
@@ -243,32 +252,14 @@ done
 # runtime/deepseek4_split.c)
 for q in f32 Q8_0 Q4_K_M; do
     for b in 64 32 1; do
-        need_shared "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits" || continue
-        "$KILN" perplexity "$T/$S-$q.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b "$b" --chunks 4 -t 2 \
-            > "$T/ppl-$q-b$b" 2> "$T/err"
-        want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-$q-c128-b$b.txt" | sed 's/^[0-9.]* I //')
-        got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-$q-b$b")
-        if [ -n "$want" ] && [ "$want" = "$got" ]; then
-            ok "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits ($(echo "$got" | tail -1))"
-        else
-            bad "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits" \
-                "want '$want' got '$got' $(head -c 200 "$T/err")"
-        fi
+        ppl_digits "deepseek4: perplexity $q -c 128 -b $b: llama-perplexity's digits" \
+            "$RT/ppl/$S-$q-c128-b$b.txt" "$T/$S-$q.gguf" -c 128 -b "$b" --chunks 4 -t 2
     done
 done
 
 # ... and llama-quantize's Q2_K file at -b 64
-if need_shared "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits"; then
-    "$KILN" perplexity "$T/$S-Q2_K.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b 64 --chunks 4 -t 2 \
-        > "$T/ppl-Q2_K" 2> "$T/err"
-    want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-Q2_K-c128-b64.txt" | sed 's/^[0-9.]* I //')
-    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-Q2_K")
-    if [ -n "$want" ] && [ "$want" = "$got" ]; then
-        ok "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits ($(echo "$got" | tail -1))"
-    else
-        bad "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits" "want '$want' got '$got' $(head -c 200 "$T/err")"
-    fi
-fi
+ppl_digits "deepseek4: perplexity Q2_K -c 128 -b 64: llama-perplexity's digits" "$RT/ppl/$S-Q2_K-c128-b64.txt" \
+    "$T/$S-Q2_K.gguf" -c 128 -b 64 --chunks 4 -t 2
 
 # layer by layer (--max-memory: all chunks through block L before L + 1,
 # the hc streams spilled to a scratch file under a 1M cap; --layer-major
@@ -278,17 +269,8 @@ for run in "Q8_0 32 --max-memory 1M" "f32 1 --layer-major"; do
     set -- $run
     q=$1 b=$2
     shift 2
-    need_shared "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits" || continue
-    "$KILN" perplexity "$T/$S-$q.gguf" -f "$shared/golden/text/ppl.txt" -c 128 -b "$b" --chunks 4 -t 2 "$@" \
-        > "$T/ppl-lm" 2> "$T/err"
-    want=$(grep -E '^\[1\]|Final estimate' "$RT/ppl/$S-$q-c128-b$b.txt" | sed 's/^[0-9.]* I //')
-    got=$(grep -E '^\[1\]|Final estimate' "$T/ppl-lm")
-    if [ -n "$want" ] && [ "$want" = "$got" ]; then
-        ok "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits"
-    else
-        bad "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits" \
-            "want '$want' got '$got' $(head -c 200 "$T/err")"
-    fi
+    ppl_digits "deepseek4: perplexity $q -c 128 -b $b $*: llama-perplexity's digits" "$RT/ppl/$S-$q-c128-b$b.txt" \
+        "$T/$S-$q.gguf" -c 128 -b "$b" --chunks 4 -t 2 "$@"
 done
 # ... and kiln imatrix layer by layer writes the same file as chunk by chunk
 if need_shared "deepseek4: imatrix --max-memory 1M: the same file as token-major"; then
