@@ -1,11 +1,13 @@
 /* bench/bench_runtime.c - kiln's prompt-processing and decode speed on
  * one model, measured as llama-bench measures them:
  *
- *   bench_runtime [-t THREADS] [-r REPS] MODEL.gguf
+ *   bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] MODEL.gguf
  *
+ * -s runs one of the two phases alone (the other prints as 0), for perf
+ * record to see one phase at a time.
  * pp512: 512 tokens in one call from an empty cache; tg32: 32 tokens one
- * at a time from an empty cache. One warm-up run, then the mean of REPS
- * (default 3). Prints one line, "pp512 MEAN SD tg32 MEAN SD" in tokens/s,
+ * at a time from an empty cache. Two tests, as llama-bench's: each a
+ * warm-up, then the mean of REPS runs (default 3). Prints one line, "pp512 MEAN SD tg32 MEAN SD" in tokens/s,
  * for bench/bench_runtime.sh, which runs llama-bench on the same file in
  * turns and prints the ratios. */
 #include <math.h>
@@ -32,45 +34,48 @@ static speed stats(const double *v, int n) {
     return (speed){m, n > 1 ? sqrt(s / (n - 1)) : 0};
 }
 
-/* pp: PP tokens in one call from an empty cache (no logits wanted, as
- * llama-bench asks only for the last one); tg: TG single-token calls. */
-static int measure(kiln_ctx *c, const kiln_model *m, int threads, int reps, speed *pp, speed *tg) {
+/* One test as llama-bench runs it: a warm-up, then REPS timed runs, each
+ * from an empty cache. n_tokens > 1: one call of that many tokens (no
+ * logits wanted, as llama-bench asks only for the last one; llama-bench's
+ * warm-up is the same call). n_tokens == 1: TG single-token calls (the
+ * warm-up is one token, as llama-bench's). pp512 and tg32 are separate
+ * tests there, so a tg run never starts from caches a pp run just filled. */
+static int one_test(kiln_ctx *c, const int32_t *tok, int n_tokens, int reps, float *logits, double *rate,
+                    kiln_err *err) {
+    const int calls = n_tokens == 1 ? TG : 1;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+        kiln_ctx_clear(c);
+        const double t0 = kiln_now();
+        for (int i = 0; i < (r < 0 ? 1 : calls); i++) {
+            int rc = n_tokens == 1 ? kiln_eval(c, &tok[i], 1, logits, err) : kiln_eval(c, tok, n_tokens, NULL, err);
+            if (rc) return rc;
+        }
+        if (r >= 0) rate[r] = (double)calls * n_tokens / (kiln_now() - t0);
+    }
+    return 0;
+}
+
+static int measure(kiln_ctx *c, const kiln_model *m, int threads, int reps, const char *only, speed *pp, speed *tg) {
     omp_set_num_threads(threads);
     int32_t *tok = malloc(PP * sizeof *tok);
     float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
-    if (!tok || !logits) return -1;
+    double *rate = malloc((size_t)reps * sizeof *rate);
+    if (!tok || !logits || !rate) {
+        free(tok), free(logits), free(rate);
+        return -1;
+    }
     uint64_t x = 12345;
     for (int i = 0; i < PP; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((x >> 33) % (uint64_t)m->hp.n_vocab);
     }
     kiln_err err = {{0}};
-    double *vpp = malloc((size_t)reps * sizeof *vpp), *vtg = malloc((size_t)reps * sizeof *vtg);
-    if (!vpp || !vtg) {
-        free(vpp), free(vtg), free(tok), free(logits);
-        return -1;
-    }
     int rc = 0;
-    for (int r = -1; !rc && r < reps; r++) { /* r = -1: warm-up */
-        kiln_ctx_clear(c);
-        double t0 = kiln_now();
-        rc = kiln_eval(c, tok, PP, NULL, &err);
-        double t1 = kiln_now();
-        kiln_ctx_clear(c);
-        for (int i = 0; !rc && i < TG; i++) rc = kiln_eval(c, &tok[i], 1, logits, &err);
-        double t2 = kiln_now();
-        if (r >= 0) {
-            vpp[r] = PP / (t1 - t0);
-            vtg[r] = TG / (t2 - t1);
-        }
-    }
+    *pp = *tg = (speed){0, 0};
+    if (strcmp(only, "tg") && !(rc = one_test(c, tok, PP, reps, logits, rate, &err))) *pp = stats(rate, reps);
+    if (!rc && strcmp(only, "pp") && !(rc = one_test(c, tok, 1, reps, logits, rate, &err))) *tg = stats(rate, reps);
     if (rc) fprintf(stderr, "bench_runtime: %s\n", err.msg);
-    if (!rc) {
-        *pp = stats(vpp, reps);
-        *tg = stats(vtg, reps);
-    }
-    free(vpp);
-    free(vtg);
+    free(rate);
     free(tok);
     free(logits);
     return rc;
@@ -78,13 +83,15 @@ static int measure(kiln_ctx *c, const kiln_model *m, int threads, int reps, spee
 
 int main(int argc, char **argv) {
     int threads = 2, reps = 3, i = 1;
+    const char *only = "";
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
         else break;
     }
     if (i != argc - 1 || threads < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_runtime [-t THREADS] [-r REPS] MODEL.gguf (run by bench/bench_runtime.sh)\n");
+        fprintf(stderr, "usage: bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] MODEL.gguf (run by bench/bench_runtime.sh)\n");
         return 2;
     }
     kiln_err err = {{0}};
@@ -97,7 +104,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     speed pp, tg;
-    int rc = measure(c, m, threads, reps, &pp, &tg);
+    int rc = measure(c, m, threads, reps, only, &pp, &tg);
     if (!rc) printf("pp%d %.3f %.3f tg%d %.3f %.3f\n", PP, pp.mean, pp.sd, TG, tg.mean, tg.sd);
     kiln_ctx_free(c);
     kiln_model_free(m);
