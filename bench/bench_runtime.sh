@@ -17,12 +17,14 @@
 #   KILN_BENCH_QUICK=1       one round of R=1, no 1B model
 #   KILN_BENCH_1B=0|1        leave out / force the 1B model
 #   KILN_BENCH_REPS=N        rounds per model (default 3; quick 1)
-#   KILN_BENCH_RUNTIME_R=N   runs per round, as llama-bench -r (default 3; quick 1)
+#   KILN_BENCH_RUNTIME_R=N   runs per round, as llama-bench -r (default 3 for
+#                            the 1B model, 20 for the fixtures, whose runs
+#                            last milliseconds; quick 1)
 #   KILN_BENCH_THREADS=N     threads for both tools (default 2)
 . "$(dirname "$0")/timed.sh"
 BENCH="$BUILD/bench/bench_runtime"
 [ -x "$BENCH" ] || { echo "runtime: skipped ($BENCH missing)"; exit 0; }
-if bench_quick; then R=${KILN_BENCH_RUNTIME_R:-1}; else R=${KILN_BENCH_RUNTIME_R:-3}; fi
+if bench_quick; then R=${KILN_BENCH_RUNTIME_R:-1}; R_SMALL=$R; else R=${KILN_BENCH_RUNTIME_R:-3}; R_SMALL=${KILN_BENCH_RUNTIME_R:-20}; fi
 bench_tmpdir runtime
 HAVE_LLAMA=
 llama_has llama-bench && HAVE_LLAMA=1
@@ -49,18 +51,19 @@ bench_1b_imatrix_quant() {
     echo "$_q"
 }
 
-# one_model LABEL PATH
+# one_model LABEL PATH [RUNS]
 one_model() {
+    runs=${3:-$R}
     best_kp=0 best_kt=0 best_lp=0 best_lt=0 i=0
     while [ $i -lt "$BENCH_REPS" ]; do
         i=$((i + 1))
-        kr=$("$BENCH" -t "$THREADS" -r "$R" "$2" 2> "$BENCH_TMP/kiln.log") ||
+        kr=$("$BENCH" -t "$THREADS" -r "$runs" "$2" 2> "$BENCH_TMP/kiln.log") ||
             { echo "  $1: bench_runtime failed: $(tail -n 1 "$BENCH_TMP/kiln.log")"; status=1; return; }
         # kr: "pp512 MEAN SD tg32 MEAN SD"
         best_kp=$(echo "$kr" | awk -v a="$best_kp" '{ print ($2 > a) ? $2 : a }')
         best_kt=$(echo "$kr" | awk -v a="$best_kt" '{ print ($5 > a) ? $5 : a }')
         [ -n "$HAVE_LLAMA" ] || continue
-        llama_run llama-bench -m "$2" -p 512 -n 32 -t "$THREADS" -r "$R" -o csv > "$BENCH_TMP/llama.csv" 2> "$BENCH_TMP/llama.log" &&
+        llama_run llama-bench -m "$2" -p 512 -n 32 -t "$THREADS" -r "$runs" -o csv > "$BENCH_TMP/llama.csv" 2> "$BENCH_TMP/llama.log" &&
             lpt=$(llama_pp_tg "$BENCH_TMP/llama.csv") ||
             { echo "  $1: llama-bench failed: $(tail -n 1 "$BENCH_TMP/llama.log")"; status=1; return; }
         best_lp=$(awk -v a="$best_lp" -v b="${lpt% *}" 'BEGIN { print (b > a) ? b : a }')
@@ -75,11 +78,11 @@ one_model() {
     }'
 }
 
-echo "pp512 / tg32, -t $THREADS, best of $BENCH_REPS rounds of $R (ratio = kiln t/s / llama.cpp t/s):"
+echo "pp512 / tg32, -t $THREADS, best of $BENCH_REPS rounds of $R_SMALL runs (fixtures) or $R (1B) (ratio = kiln t/s / llama.cpp t/s):"
 for name in llama mixtral qwen2; do
     for t in f32 Q4_K_M; do
         m="$SHARED/golden/gguf/$name-$t.gguf"
-        [ -f "$m" ] && one_model "$name-$t" "$m"
+        [ -f "$m" ] && one_model "$name-$t" "$m" "$R_SMALL"
     done
 done
 if bench_1b_wanted; then
