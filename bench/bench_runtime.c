@@ -1,10 +1,12 @@
 /* bench/bench_runtime.c - kiln's prompt-processing and decode speed on
  * one model, measured as llama-bench measures them:
  *
- *   bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] MODEL.gguf
+ *   bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] [-fa 0|1] MODEL.gguf
  *
  * -s runs one of the two phases alone (the other prints as 0), for perf
- * record to see one phase at a time.
+ * record to see one phase at a time. -fa 1 takes llama.cpp's CPU attention
+ * (F16 cache, flash kernels: llama-bench's default) instead of kiln
+ * generate's (f32 cache, plain softmax).
  * pp512: 512 tokens in one call from an empty cache; tg32: 32 tokens one
  * at a time from an empty cache. Two tests, as llama-bench's: each a
  * warm-up, then the mean of REPS runs (default 3). Prints one line, "pp512 MEAN SD tg32 MEAN SD" in tokens/s,
@@ -84,19 +86,21 @@ static int measure(kiln_ctx *c, const kiln_model *m, int threads, int reps, cons
 int main(int argc, char **argv) {
     int threads = 2, reps = 3, i = 1;
     const char *only = "";
+    kiln_attention attention = KILN_ATTN_F32;
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) only = argv[i + 1];
+        else if (!strcmp(argv[i], "-fa")) attention = atoi(argv[i + 1]) ? KILN_ATTN_LLAMACPP : KILN_ATTN_F32;
         else break;
     }
     if (i != argc - 1 || threads < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] MODEL.gguf (run by bench/bench_runtime.sh)\n");
+        fprintf(stderr, "usage: bench_runtime [-t THREADS] [-r REPS] [-s pp|tg] [-fa 0|1] MODEL.gguf (run by bench/bench_runtime.sh)\n");
         return 2;
     }
     kiln_err err = {{0}};
     kiln_model *m = kiln_model_load(argv[i], &err);
-    kiln_ctx_params cp = {.n_ctx = PP + TG};
+    kiln_ctx_params cp = {.n_ctx = PP + TG, .attention = attention};
     kiln_ctx *c = m ? kiln_ctx_new(m, &cp, &err) : NULL;
     if (!c) {
         fprintf(stderr, "bench_runtime: %s: %s\n", argv[i], err.msg);

@@ -3,13 +3,16 @@
  * jansson builds a tree, which is right for parsing and for small outputs
  * but costs a million allocations for a 100,000-tensor inspect report.
  * This writer emits straight into a stdio stream, tracking only nesting
- * and commas, so reports of any size stream in linear time. */
+ * and commas, so reports of any size stream in linear time. It fills its
+ * own 64 KiB buffer and hands the stream whole buffers: a stream made
+ * unbuffered (setvbuf _IONBF) passes them to write() without a copy. */
 #ifndef KILN_JSONW_H
 #define KILN_JSONW_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define KILN_JSONW_MAX_DEPTH 32
 
@@ -28,9 +31,11 @@ void kiln_jw_obj(kiln_jsonw *w);   /* { */
 void kiln_jw_arr(kiln_jsonw *w);   /* [ */
 void kiln_jw_end_obj(kiln_jsonw *w);
 void kiln_jw_end_arr(kiln_jsonw *w);
-void kiln_jw_key(kiln_jsonw *w, const char *key);
-void kiln_jw_str(kiln_jsonw *w, const char *s);
+void kiln_jw_keyn(kiln_jsonw *w, const char *key, uint64_t len);
 void kiln_jw_strn(kiln_jsonw *w, const char *s, uint64_t len);
+/* Inline so that a literal's length is known when compiling the caller. */
+static inline void kiln_jw_key(kiln_jsonw *w, const char *key) { kiln_jw_keyn(w, key, strlen(key)); }
+static inline void kiln_jw_str(kiln_jsonw *w, const char *s) { kiln_jw_strn(w, s, strlen(s)); }
 void kiln_jw_int(kiln_jsonw *w, int64_t v);
 void kiln_jw_uint(kiln_jsonw *w, uint64_t v);
 void kiln_jw_real(kiln_jsonw *w, double v); /* non-finite becomes null */

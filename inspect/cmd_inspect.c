@@ -119,7 +119,10 @@ int kiln_cmd_inspect(int argc, char **argv) {
             rc = kiln_cli_fail(&err);
         } else {
             static char buf[1 << 20];
-            setvbuf(stdout, buf, _IOFBF, sizeof buf);
+            /* The JSON writer has its own buffer: stdout unbuffered, its
+             * bytes go to write() as they are, not copied once more. */
+            if (as_json) setvbuf(stdout, NULL, _IONBF, 0);
+            else setvbuf(stdout, buf, _IOFBF, sizeof buf);
             if (as_json) kiln_inspect_write_json(stdout, &v, &r, &o);
             else kiln_inspect_write_text(stdout, &v, &r, &o);
             fflush(stdout);

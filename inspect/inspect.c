@@ -115,16 +115,16 @@ void kiln_inspect_write_json(FILE *out, const kiln_view *v, const kiln_inspect_r
     for (uint64_t i = 0; i < r->n_sel; i++) {
         const kiln_view_tensor *t = r->sel[i];
         kiln_jw_obj(&w);
-        kiln_jw_key(&w, "name"); kiln_jw_str(&w, t->name);
-        kiln_jw_key(&w, "type"); kiln_jw_str(&w, t->type_name);
+        kiln_jw_kv_str(&w, "name", t->name);
+        kiln_jw_kv_str(&w, "type", t->type_name);
         kiln_jw_key(&w, "shape");
         kiln_jw_arr(&w);
         for (uint32_t d = 0; d < t->n_dims; d++) kiln_jw_int(&w, t->shape[d]);
         kiln_jw_end_arr(&w);
-        kiln_jw_key(&w, "elements"); kiln_jw_int(&w, t->nelements);
-        kiln_jw_key(&w, "offset"); kiln_jw_uint(&w, t->offset);
-        kiln_jw_key(&w, "bytes"); kiln_jw_uint(&w, t->nbytes);
-        kiln_jw_key(&w, "bpw"); kiln_jw_real(&w, bpw(t->nbytes, (uint64_t)t->nelements));
+        kiln_jw_kv_int(&w, "elements", t->nelements);
+        kiln_jw_kv_uint(&w, "offset", t->offset);
+        kiln_jw_kv_uint(&w, "bytes", t->nbytes);
+        kiln_jw_kv_real(&w, "bpw", bpw(t->nbytes, (uint64_t)t->nelements));
         if (r->stats) {
             kiln_jw_key(&w, "stats");
             if (!r->has_stats[i]) {

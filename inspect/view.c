@@ -38,7 +38,7 @@ static int open_gguf(kiln_view *v, const char *path, kiln_err *err) {
         o->ggml_type = (int)t->type;
         o->st_dtype = -1;
         o->n_dims = t->n_dims;
-        for (uint32_t d = 0; d < t->n_dims; d++) o->shape[d] = t->ne[d];
+        o->shape = t->ne;
         o->nelements = t->nelements;
         o->offset = t->file_offset;
         o->nbytes = t->nbytes;
@@ -64,7 +64,7 @@ static int open_st(kiln_view *v, const char *path, kiln_err *err) {
         o->ggml_type = -1;
         o->st_dtype = (int)t->dtype;
         o->n_dims = t->n_dims;
-        for (uint32_t d = 0; d < t->n_dims; d++) o->shape[d] = t->shape[d];
+        o->shape = t->shape;
         o->nelements = t->nelements;
         o->offset = t->file_offset;
         o->nbytes = t->nbytes;

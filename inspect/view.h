@@ -18,18 +18,20 @@
 
 typedef enum { KILN_VIEW_GGUF, KILN_VIEW_SAFETENSORS } kiln_view_kind;
 
+/* 80 bytes: a view of 100,000 tensors is 8 MB, all of it written at open,
+ * so nothing the source already holds (the shape) is copied. */
 typedef struct kiln_view_tensor {
     const char *name;
     const char *type_name;   /* "Q4_K", "BF16", ... */
-    int ggml_type;           /* ggml id for GGUF, -1 for safetensors */
-    int st_dtype;            /* safetensors dtype, -1 for GGUF */
-    uint32_t n_dims;
-    int64_t shape[8];
+    const int64_t *shape;    /* n_dims sizes, in the source's own tensor record */
     int64_t nelements;
     uint64_t offset;         /* absolute, in its file */
     uint64_t nbytes;
     const uint8_t *data;
     const char *file;        /* the file (shard) holding it */
+    int ggml_type;           /* ggml id for GGUF, -1 for safetensors */
+    int st_dtype;            /* safetensors dtype, -1 for GGUF */
+    uint32_t n_dims;
 } kiln_view_tensor;
 
 typedef struct kiln_view {

@@ -14,6 +14,7 @@
  * KILN_ATTN_LLAMACPP instead follows ggml's CPU flash-attention kernel with
  * an F16 cache (attention_flash.c). */
 #include "forward_impl.h"
+#include "par.h"
 
 #include <math.h>
 #include <omp.h>
@@ -115,10 +116,16 @@ void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
             continue;
         }
         kiln_vec_dot_f32_rows(qh, kiln_kv_k(kv, il, 0) + off, kv->row, n_att, hd, s);
-        for (int64_t j = n_att; j < n_kv; j++) s[j] = -INFINITY;
+        /* ggml's softmax row is n_kv long, but the masked cells past the
+         * last 16-value block that holds a visible one add exact zeros to
+         * its sum (a block at a time, in double), and nothing reads their
+         * weights: that block is where the row can end, the same bits at
+         * a fraction of the cost early in a batch or a decode */
+        const int64_t n_soft = (n_att + 15) / 16 * 16 < n_kv ? (n_att + 15) / 16 * 16 : n_kv;
+        for (int64_t j = n_att; j < n_soft; j++) s[j] = -INFINITY;
         kiln_mask_scores(s, lo, n_att, cap);
-        if (sinks) kiln_softmax_sink(s, n_kv, scale, sinks[h], KILN_NUM_GGML); /* gpt-oss */
-        else kiln_softmax(s, n_kv, scale, KILN_NUM_GGML);
+        if (sinks) kiln_softmax_sink(s, n_soft, scale, sinks[h], KILN_NUM_GGML); /* gpt-oss */
+        else kiln_softmax(s, n_soft, scale, KILN_NUM_GGML);
         if (tinyblas) kqv_tinyblas(kv, il, off, s, n_att, hd, acc, o);
         else kqv_vecdot(kv, il, off, s, n_att, n_kv, hd, acc, o);
     }
@@ -138,14 +145,24 @@ static void head_norm(float *x, const kiln_tensor *w, int64_t n, int64_t width, 
     kiln_rms_norm_rows(x, (const float *)w->data, x, n * (width / len), len, eps);
 }
 
+/* RoPE of one token's n_heads heads of hd values, angles cs. */
+static void rope_token(const kiln_rope *r, const float *cs, float *x, int64_t n_heads, int64_t hd) {
+    for (int64_t h = 0; h < n_heads; h++) kiln_rope_head(r, cs, x + h * hd);
+}
+
 /* RoPE of block il: the sliding layers of a gemma have their own base. */
 static void rope_rows(const kiln_ctx *c, int64_t il, float *x, int64_t n, int64_t n_heads, int64_t hd) {
     if (c->rope.n_rot == 0) return;
     const bool swa = kiln_layer_slides(&c->m->hp, il);
     const kiln_rope *r = swa ? &c->rope_swa : &c->rope;
     const float *cs = swa ? c->rope_cs_swa : c->rope_cs;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < n_heads; h++) kiln_rope_head(r, cs + t * r->n_rot, x + (t * n_heads + h) * hd);
+    if (kiln_par_worth_floats((double)(n * n_heads * r->n_rot))) {
+        /* a batch: its tokens shared by the team (par.h) */
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < n; t++) rope_token(r, cs + t * r->n_rot, x + t * n_heads * hd, n_heads, hd);
+    } else {
+        for (int64_t t = 0; t < n; t++) rope_token(r, cs + t * r->n_rot, x + t * n_heads * hd, n_heads, hd);
+    }
 }
 
 /* gpt2's fused projection: rows of [q | k | v], split into c->q and the
@@ -173,10 +190,9 @@ int kiln_attention_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     if (L->wqkv) {
         if (project_fused(c, L, il, n, err) < 0) return -1;
     } else {
-        if (kiln_fwd_matmul(c, L->wq, -1, c->xn, n, c->q, err) < 0 ||
-            kiln_fwd_matmul(c, L->wk, -1, c->xn, n, k, err) < 0 ||
-            kiln_fwd_matmul(c, L->wv, -1, c->xn, n, v, err) < 0)
-            return -1;
+        const kiln_tensor *w[] = {L->wq, L->wk, L->wv};
+        float *const y[] = {c->q, k, v};
+        if (kiln_fwd_matmul_group(c, w, y, 3, c->xn, n, err) < 0) return -1;
         kiln_fwd_bias(c->q, L->bq, n, n_q);
         kiln_fwd_bias(k, L->bk, n, n_kv);
         kiln_fwd_bias(v, L->bv, n, n_kv);

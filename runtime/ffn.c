@@ -10,10 +10,11 @@ int kiln_ffn(kiln_ctx *c, const kiln_tensor *gate, const kiln_tensor *gate_b, co
              const kiln_tensor *up_b, const kiln_tensor *down, const kiln_tensor *down_b,
              const float *x, int64_t n, float *out, kiln_err *err) {
     const int64_t n_ff = up->ne[1];
-    if (kiln_fwd_matmul(c, up, -1, x, n, c->ff_b, err) < 0) return -1;
+    const kiln_tensor *w[] = {up, gate}; /* one region for both (fwd_matmul.c) */
+    float *const y[] = {c->ff_b, c->ff_a};
+    if (kiln_fwd_matmul_group(c, w, y, gate ? 2 : 1, x, n, err) < 0) return -1;
     kiln_fwd_bias(c->ff_b, up_b, n, n_ff);
     if (gate) {
-        if (kiln_fwd_matmul(c, gate, -1, x, n, c->ff_a, err) < 0) return -1;
         kiln_fwd_bias(c->ff_a, gate_b, n, n_ff);
         const kiln_arch arch = c->m->hp.arch;
         if (arch == KILN_ARCH_GEMMA2 || arch == KILN_ARCH_GEMMA3) kiln_geglu(c->ff_a, c->ff_b, c->ff_a, n * n_ff, c->p.mode);

@@ -71,6 +71,13 @@ int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err);
 int kiln_fwd_matmul(kiln_ctx *c, const kiln_tensor *w, int expert, const float *x, int64_t n,
                     float *y, kiln_err *err);
 
+/* y[i] = W[i] x for n_w <= KILN_MM_GROUP_MAX weights of one input
+ * (kiln_matmul_group: one OpenMP region, x converted once), the same bits
+ * and hooks as n_w kiln_fwd_matmul calls in turn (which is what runs
+ * when a hook is set, so that hooks see the same order of calls). */
+int kiln_fwd_matmul_group(kiln_ctx *c, const kiln_tensor *const *w, float *const *y, int n_w, const float *x,
+                          int64_t n, kiln_err *err);
+
 /* Calls the output hook, when set, with the n rows y = W x just computed
  * (expert >= 0: the rows routed to that expert, listed in c->rows). */
 void kiln_fwd_observe(kiln_ctx *c, const kiln_tensor *w, int expert, const float *y, int64_t n);

@@ -9,7 +9,8 @@
  *     type has a tinyBLAS order of its own (qt.dot_tiny), else VECDOT;
  *     up to direct_tokens tokens, none in GEMM,
  *     or an order without panels:                 direct[korder]
- *       (one token, rows within 8 KiB by fours:   rows[korder] if set)
+ *       (one token, four rows within rows_span
+ *        (default 8 KiB) at a time:              rows[korder] if set)
  *     otherwise:                                  panel[korder]
  *     a NULL kernel (the scalar level):           the reference rows;
  *   KILN_NUM_GGML, F32 / F16 / BF16 (activations rounded to the weight's
@@ -231,9 +232,13 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
         .ggml_order = "ggml_vec_dot_q3_K_q8_K (AVX2)",
         .qt = KQUANT(KILN_Q3_K, q3_k, KILN_COMB_K, 0),
         .direct_tokens = 8,
-        .isa = QUANT_ISA_VDIRECT(kiln_kdirect_q3_k, NULL, kiln_kvnni_q3_k, NULL,
-                                 kiln_qgemm_avx2_k_t1, NULL, NULL,
-                                 kiln_qgemm_vnni_k_t2, NULL, NULL),
+        /* the four-row kernel at any length: the one-row kernel reads 9 GB/s,
+         * under what four streams get (n_in 8192, one thread, ns per
+         * super-block: 12.2 -> 9.2; vecdot_krows.c) */
+        .rows_span = INT64_MAX,
+        .isa = QUANT_ISA_VROWS(kiln_kdirect_q3_k, NULL, kiln_kvnni_q3_k, NULL, kiln_krows_q3_k, NULL,
+                               kiln_qgemm_avx2_k_t1, NULL, NULL,
+                               kiln_qgemm_vnni_k_t2, NULL, NULL),
     },
     [KILN_Q4_K] = {
         .ggml_order = "ggml_vec_dot_q4_K_q8_K (AVX2); repacked: ggml_gemm_q4_K_8x8_q8_K for 4-token groups, "
@@ -397,6 +402,16 @@ static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {
 
 const kiln_kernels *kiln_kernels_get(uint32_t type) {
     return type < KILN_TYPE_COUNT && KERNELS[type].ggml_order ? &KERNELS[type] : NULL;
+}
+
+kiln_qrows_fn kiln_rows_kernel(const kiln_kernels *k, kiln_korder order, int64_t n_in) {
+    /* one thread, out of cache, ns per super-block, one-row -> four-row
+     * kernel: n_in 2048 Q4_K 8.6 -> 6.4, Q6_K 9.4 -> 8.3; n_in 3072 Q6_K
+     * 12.3 -> 12.8; n_in 8192 Q6_K 8.5 -> 12.6: longer rows keep the
+     * one-row kernels, unless the type's row says otherwise (Q3_K) */
+    const int64_t span = k->rows_span ? k->rows_span : KILN_ROWS_SPAN;
+    const int64_t row_bytes = n_in / k->qt.block * k->qt.block_bytes;
+    return KILN_QROWS * row_bytes <= span ? k->isa[kiln_isa_now()].rows[order] : NULL;
 }
 
 const kiln_qtype *kiln_qtype_get(uint32_t type) {

@@ -23,11 +23,13 @@
  *              (vecdot_kvnni.c); kstep their shared float steps
  *              (vecdot_kstep.h)
  *   krows      one token against 4 rows at once (decode of Q4_K, Q2_K,
- *              Q6_K with VNNI; vecdot_krows.c)
+ *              Q6_K, Q3_K with VNNI; vecdot_krows.c)
  *   fgemm      f32 products: the fixed fmaf chain (KILN_NUM_EXACT) and
  *              ggml's F32 / F16 / BF16 orders (vecdot_float.c)
  *   fdecode    one token against float weights read in place
  *              (vecdot_fdecode.c)
+ *   frows      ggml_vec_dot_f32 / _f16 / _bf16 for several rows against
+ *              one token (vecdot_frows.c)
  *   tiny       llamafile's tinyBLAS order (ggml's prompt batches)
  * Elsewhere in kiln: klgt (golden/) the KLGT logits file of llama.cpp's
  * references; lgf (golden/logits_file) kiln's own compressed logits file;
@@ -61,12 +63,17 @@ typedef void (*kiln_qrow_fn)(const kiln_qtype *qt, const uint8_t *w, int64_t nb,
  * blocks each) against one token's converted activations `act`: y[k] for
  * k < KILN_QROWS (vecdot_krows.c). */
 #define KILN_QROWS 4
+/* Four rows read at once are four streams from memory, slower than one
+ * past a few pages for the types whose kernels keep up with one stream
+ * (kiln_direct_rows4), hence a default span for them. */
+#define KILN_ROWS_SPAN 8192
 typedef void (*kiln_qrows_fn)(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
                               const void *act, float *y);
 
 /* Every row of a quantized matrix against every token through `fn`
- * (vecdot_kdirect.c): y[t * n_out + r]. An orphaned `omp for`: the rows
- * are shared by the threads of the caller's OpenMP region. */
+ * (vecdot_kdirect.c): y[t * n_out + r]. An orphaned `omp for ... nowait`:
+ * the rows are shared by the threads of the caller's OpenMP region, which
+ * meets at a barrier (or the region's end) before y is read. */
 void kiln_direct_rows(kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in, int64_t n_out,
                       const void *act, int64_t n_tokens, float *y);
 
@@ -122,6 +129,8 @@ typedef struct kiln_kernels {
     kiln_qtype qt;             /* quantized formats: the block format (qt.block == 0: a float type) */
     int direct_tokens;         /* the direct kernels take products of at most this many tokens */
     int gemm_group;            /* repacked types: tokens [0, n - n % gemm_group) take the gemm order */
+    int64_t rows_span;         /* the rows kernels take a one-token product when KILN_QROWS rows
+                                * span at most this many bytes (0: KILN_ROWS_SPAN) */
     kiln_isa_kernels isa[KILN_ISA_COUNT];
 } kiln_kernels;
 
@@ -129,6 +138,12 @@ typedef struct kiln_kernels {
  * for it (KILN_NUM_EXACT still multiplies every type kiln can
  * dequantize). */
 const kiln_kernels *kiln_kernels_get(uint32_t type);
+
+/* The four-row kernel of k (ISA level now, float order `order`) for
+ * n_in-wide rows, or NULL when four such rows are longer than the table's
+ * rows_span: four rows are four streams from memory, worth it while they
+ * lie within a few pages. */
+kiln_qrows_fn kiln_rows_kernel(const kiln_kernels *k, kiln_korder order, int64_t n_in);
 
 /* ---- the kernel buffers ----------------------------------------------- */
 
@@ -195,6 +210,7 @@ void kiln_kvnni_iq2_xxs_vbmi(const kiln_qtype *, const uint8_t *, int64_t, const
 void kiln_krows_q4_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
 void kiln_krows_q2_k_gemv(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
 void kiln_krows_q6_k(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
+void kiln_krows_q3_k(const kiln_qtype *, const uint8_t *, int64_t, int64_t, const void *, float *);
 /* vecdot_q8direct.c: Q8_0 read straight from its blocks (AVX2, VNNI). */
 void kiln_q8direct_avx2(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
 void kiln_q8direct_vnni(const kiln_qtype *, const uint8_t *, int64_t, const void *, int64_t, int, float *, int64_t);
@@ -257,6 +273,12 @@ void kiln_fggml_vec_avx512(uint32_t, const uint8_t *, int64_t, const float *, in
 void kiln_fggml_tiny_avx512(uint32_t, const uint8_t *, int64_t, const float *, int64_t, int64_t, int64_t, float *,
                             float *);
 int64_t kiln_fggml_tiny_avx512_scratch(uint32_t type, int64_t n);
+
+/* vecdot_frows.c: ggml_vec_dot_<type>'s order, rows [0, n_rows) (row r at
+ * w + r * row_bytes) against one token x, y[r]; streamed: the rows come
+ * from memory, not cache. No threads of its own. */
+void kiln_frows_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_rows,
+                       bool streamed, float *y);
 
 /* vecdot_fdecode.c */
 void kiln_fdecode_avx512(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, float *y);

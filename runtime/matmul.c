@@ -25,11 +25,15 @@
  * level, the thread count or how many tokens share the call - except
  * float weights and IQ4_NL in KILN_NUM_GGML mode, where (as in ggml) one
  * token and several tokens take different orders, and repacked k-quants
- * (see above). Each product takes all its buffers at once, before its
- * one OpenMP region (par.h: opened only when the product pays for it),
- * from the thread's arena (kiln_kernel_arena: no allocation once grown,
- * where a malloc per product used to cost decode); when that fails the
- * product returns -1. */
+ * (see above). Each product is a job (mm_job), planned before its
+ * OpenMP region: kernels chosen, buffers laid out in one piece of the
+ * thread's arena (kiln_kernel_arena: no allocation once grown, where a
+ * malloc per product used to cost decode; when that fails the product
+ * returns -1). A region (par.h: opened only when the work pays for it)
+ * runs one job, or the jobs of a kiln_matmul_group: several products of
+ * one input, which convert it once and share the region's barriers
+ * (decode of the small models paid more for the regions than for the
+ * products). */
 #include "matmul.h"
 
 #include "kernels.h"
@@ -71,57 +75,6 @@ static void act_round(uint32_t type, const float *x, int64_t n_in, int64_t t0, i
         if (type == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
         else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
     }
-}
-
-/* F32 / F16 / BF16 weights in KILN_NUM_GGML mode: in one OpenMP region,
- * the activations rounded to the weight's precision (round: F16 / BF16;
- * ggml's vec_dot_type), then the table's vec or tiny kernel. The region
- * has one barrier at its end and, for a batch, one after the rounding;
- * one token (decode) is rounded by every thread into its own scratch,
- * which costs less than a barrier. Products too small to pay for the
- * region (par.h) run on the calling thread alone. Buffers come from the
- * thread's arena. */
-static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
-                      const float *x, int64_t n_tokens, float *y, bool round, bool vec_only) {
-    /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
-     * shape (k whole vectors, m whole 4-row tiles); mul_mat_id never */
-    const bool tiny = !vec_only && n_tokens >= 2 && n_in % 16 == 0 && n_out % 4 == 0;
-    const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
-    const kiln_fkernel fk = tiny ? ik->tiny : ik->vec;
-    if (!fk.run) return -1;
-    const bool own_x = round && n_tokens == 1;
-    const size_t x_bytes = round && !own_x ? lines((size_t)(n_tokens * n_in) * sizeof(float)) : 0;
-    const size_t scratch_bytes = fk.scratch ? lines((size_t)fk.scratch(type, n_in) * sizeof(float)) : 0;
-    const size_t per_thread = scratch_bytes + (own_x ? lines((size_t)n_in * sizeof(float)) : 0);
-    const size_t total = x_bytes + (size_t)omp_get_max_threads() * per_thread;
-    /* no allocation once the arena has grown to the model's largest
-     * product */
-    uint8_t *buf = NULL;
-    if (total && !(buf = kiln_kernel_arena(total))) return -1;
-    const int64_t row_bytes = (int64_t)kiln_type_row_bytes(type, (uint64_t)n_in);
-#pragma omp parallel if (kiln_par_worth((double)n_in * (double)n_out * (double)n_tokens))
-    {
-        uint8_t *mine = per_thread ? buf + x_bytes + (size_t)omp_get_thread_num() * per_thread : NULL;
-        const float *xa = x;
-        if (own_x) {
-            float *xr = (float *)(mine + scratch_bytes);
-            act_round(type, x, n_in, 0, 1, xr);
-            xa = xr;
-        } else if (round) {
-#pragma omp for schedule(dynamic, 8)
-            for (int64_t t = 0; t < n_tokens; t++) act_round(type, x, n_in, t, t + 1, (float *)buf);
-            xa = (const float *)buf;
-        }
-        fk.run(type, w, row_bytes, xa, n_in, n_out, n_tokens, y, scratch_bytes ? (float *)mine : NULL);
-    }
-    return 0;
-}
-
-int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
-                    float *y, bool vec_only) {
-    const kiln_kernels *k = kiln_kernels_get(type);
-    if (!k || k->qt.block) return -1;
-    return float_ggml(k, type, w, n_in, n_out, x, n_tokens, y, false, vec_only);
 }
 
 /* KILN_NUM_EXACT: the table's one-token kernel where it has one, else the
@@ -191,84 +144,281 @@ static void ref_rows(const kiln_qtype *qt, korders ko, const uint8_t *w, int64_t
         }
 }
 
-/* Quantized weights in KILN_NUM_GGML mode, in one OpenMP region: the
- * activations of every token in the type's vec_dot_type, then the
- * table's direct kernel (a few tokens, none in the gemm order: packing
- * panels would cost more than the products; or an order without panels),
- * or the panel kernels (the activations first repacked in their byte
- * layout), or at the scalar level the reference rows. */
-static int quant_matmul(const kiln_kernels *k, const void *w, int64_t n_in, int64_t n_out, const float *x,
-                        int64_t n_tokens, float *y, wlayout layout) {
-    const kiln_qtype *qt = &k->qt;
-    const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
+/* ---- products as jobs of one region ----------------------------------- */
+
+/* One product in KILN_NUM_GGML mode, everything about it decided before
+ * the region opens: the kernels, and where its buffers lie in the one
+ * allocation of its group (offsets into the shared part, and into each
+ * thread's part). A job reads the converted activations of job `src`
+ * (itself, or an earlier job of the group that converts x the same way),
+ * and the panel activations of job `psrc` likewise, so that products of
+ * one input convert it once. */
+typedef struct mm_job {
+    const kiln_kernels *k;
+    uint32_t type;
+    const uint8_t *w;
+    int64_t n_out;
+    float *y;
+    int src, psrc;
+    /* F32 / F16 / BF16 weights */
+    kiln_fkernel fk;
+    bool round, own_x; /* x rounded to F16 / BF16; one token: by each thread into its own part */
+    size_t scratch_bytes; /* the kernel's, per thread */
+    /* quantized weights */
+    korders ko;
+    kiln_qpanel_fn pgemm, prest;
+    kiln_qrow_fn direct;
+    kiln_qrows_fn rows;
+    bool panels;
+    int64_t pbytes;
+    /* offsets: shared (activations; panel activations u, d, bsums) and
+     * in each thread's part (the kernel's scratch, then a rounded x or a
+     * weight panel) */
+    size_t act_at, u_at, d_at, bs_at, mine_at;
+} mm_job;
+
+static bool job_quant(const mm_job *j) {
+    return j->k->qt.block != 0;
+}
+
+/* Fills j's kernels for a product of n_tokens of the layout (round:
+ * float activations still to be rounded to an F16 / BF16 weight's
+ * precision). Returns false when the table has no kernel for it. */
+static bool job_plan(mm_job *j, wlayout layout, bool round, int64_t n_in, int64_t n_tokens) {
+    const kiln_isa_kernels *ik = &j->k->isa[kiln_isa_now()];
+    if (!job_quant(j)) {
+        /* llamafile_sgemm takes prompt batches when tinyBLAS accepts the
+         * shape (k whole vectors, m whole 4-row tiles); mul_mat_id never */
+        const bool tiny = layout != W_EXPERT && n_tokens >= 2 && n_in % 16 == 0 && j->n_out % 4 == 0;
+        j->fk = tiny ? ik->tiny : ik->vec;
+        j->round = round && j->type != KILN_F32;
+        j->own_x = j->round && n_tokens == 1;
+        j->scratch_bytes = j->fk.scratch ? lines((size_t)j->fk.scratch(j->type, n_in) * sizeof(float)) : 0;
+        return j->fk.run != NULL;
+    }
+    j->ko = korders_for(j->k, j->n_out, n_tokens, layout);
+    j->pgemm = ik->panel[KILN_KORDER_GEMM];
+    j->prest = ik->panel[j->ko.rest];
+    j->direct = j->ko.n_gemm == 0 && (n_tokens <= j->k->direct_tokens || !j->prest) ? ik->direct[j->ko.rest] : NULL;
+    j->rows = kiln_rows_kernel(j->k, j->ko.rest, n_in);
+    j->panels = !j->direct && j->prest && (j->ko.n_gemm == 0 || j->pgemm);
+    j->pbytes = j->panels ? kiln_panel_bytes(&j->k->qt, n_in) : 0;
+    return true;
+}
+
+/* True when jobs a and b convert x to the same bytes: the same
+ * vec_dot_type made the same way (Q8_K's 4-token groups of a gemm order
+ * are made by kiln_act_q8_k_x4, which differs in a tie's sign). */
+static bool same_act(const mm_job *a, const mm_job *b) {
+    if (job_quant(a) != job_quant(b)) return false;
+    if (!job_quant(a)) return a->type == b->type;
+    return a->k->qt.act_type == b->k->qt.act_type && a->ko.n_gemm == b->ko.n_gemm;
+}
+
+/* Lays the jobs' buffers out: the shared part first (returned in
+ * *shared), then per thread *per_thread bytes. */
+static void job_layout(mm_job *jobs, int n_jobs, int64_t n_in, int64_t n_tokens, size_t *shared, size_t *per_thread) {
+    size_t sh = 0, pt = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        mm_job *j = &jobs[i];
+        j->src = j->psrc = i;
+        for (int p = 0; p < i; p++)
+            if (same_act(&jobs[p], j)) {
+                j->src = p;
+                if (j->panels && jobs[p].panels) j->psrc = p;
+                break;
+            }
+        j->mine_at = pt;
+        if (!job_quant(j)) {
+            pt += j->scratch_bytes + (j->own_x ? lines((size_t)n_in * sizeof(float)) : 0);
+            if (j->round && !j->own_x && j->src == i) {
+                j->act_at = sh;
+                sh += lines((size_t)(n_tokens * n_in) * sizeof(float));
+            }
+            continue;
+        }
+        const kiln_qtype *qt = &j->k->qt;
+        const int64_t nb = n_in / qt->block;
+        pt += lines((size_t)j->pbytes);
+        if (j->src == i) {
+            j->act_at = sh;
+            sh += lines((size_t)(n_tokens * nb * qt->act_bytes));
+        }
+        if (j->panels && j->psrc == i) {
+            j->u_at = sh;
+            j->d_at = j->u_at + lines((size_t)(n_tokens * n_in));
+            j->bs_at = j->d_at + lines((size_t)(n_tokens * nb) * sizeof(float));
+            sh = j->bs_at + (qt->act_type == KILN_Q8_K ? lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
+        }
+    }
+    *shared = sh;
+    *per_thread = pt;
+}
+
+/* Step 1, inside the region: the activations of job i (its own) in its
+ * vec_dot_type, the tokens shared by the team (orphaned, no barrier: the
+ * caller meets at one after every job's). A one-token rounding is done by
+ * every thread into its own part. */
+static void job_convert(const mm_job *j, uint8_t *buf, uint8_t *mine, const float *x, int64_t n_in,
+                        int64_t n_tokens) {
+    if (!job_quant(j)) {
+        if (j->own_x) act_round(j->type, x, n_in, 0, 1, (float *)(mine + j->mine_at + j->scratch_bytes));
+        else if (j->round) {
+#pragma omp for schedule(dynamic, 8) nowait
+            for (int64_t t = 0; t < n_tokens; t++) act_round(j->type, x, n_in, t, t + 1, (float *)(buf + j->act_at));
+        }
+        return;
+    }
+    const kiln_qtype *qt = &j->k->qt;
+    const int64_t act_row = n_in / qt->block * qt->act_bytes;
+    uint8_t *act = buf + j->act_at;
+#pragma omp for schedule(static) nowait
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *xt = x + t * n_in;
+        uint8_t *at = act + t * act_row;
+        if (t < j->ko.n_gemm) kiln_act_q8_k_x4(xt, (kiln_block_q8_k *)at, n_in);
+        else if (qt->act_type == KILN_Q8_K) kiln_act_q8_k(xt, (kiln_block_q8_k *)at, n_in);
+        else if (qt->act_type == KILN_Q8_1) kiln_act_q8_1(xt, (kiln_block_q8_1 *)at, n_in);
+        else kiln_act_q8_0(xt, (kiln_block_q8_0 *)at, n_in);
+    }
+}
+
+/* Step 2: the panel activations of job i (its own), from its converted
+ * activations; orphaned, no barrier. */
+static void job_pack(const mm_job *j, const mm_job *src, uint8_t *buf, int64_t n_in, int64_t n_tokens) {
+    const kiln_qtype *qt = &j->k->qt;
     const int64_t nb = n_in / qt->block, act_row = nb * qt->act_bytes;
     const bool kq = qt->act_type == KILN_Q8_K;
-    const korders ko = korders_for(k, n_out, n_tokens, layout);
-    const kiln_qpanel_fn pgemm = ik->panel[KILN_KORDER_GEMM], prest = ik->panel[ko.rest];
-    const kiln_qrow_fn direct =
-        ko.n_gemm == 0 && (n_tokens <= k->direct_tokens || !prest) ? ik->direct[ko.rest] : NULL;
-    const bool panels = !direct && prest && (ko.n_gemm == 0 || pgemm);
+#pragma omp for schedule(static) nowait
+    for (int64_t t = 0; t < n_tokens; t++)
+        kiln_pact_pack(qt, buf + src->act_at + t * act_row, n_in, buf + j->u_at + t * n_in,
+                       (float *)(buf + j->d_at) + t * nb, kq ? (int16_t *)(buf + j->bs_at) + t * (n_in / 16) : NULL);
+}
 
-    /* one allocation: activations, then for the panels their activation
-     * layout (u, d, bsums) and one weight panel per thread */
-    const int64_t pbytes = panels ? kiln_panel_bytes(qt, n_in) : 0;
-    const size_t act_at = 0, u_at = act_at + lines((size_t)(n_tokens * act_row));
-    const size_t d_at = u_at + (panels ? lines((size_t)(n_tokens * n_in)) : 0);
-    const size_t bs_at = d_at + (panels ? lines((size_t)(n_tokens * nb) * sizeof(float)) : 0);
-    const size_t panel_at = bs_at + (panels && kq ? lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
-    const size_t total = panel_at + (size_t)omp_get_max_threads() * lines((size_t)pbytes);
-    uint8_t *buf = kiln_kernel_arena(total);
-    if (!buf) return -1;
-    uint8_t *act = buf + act_at;
-    const kiln_pact A = {buf + u_at, (const float *)(buf + d_at), kq ? (const int16_t *)(buf + bs_at) : NULL, n_in,
-                         nb};
-#pragma omp parallel
+/* Step 3: the products of job j, its rows shared by the team. */
+static void job_run(const mm_job *j, const mm_job *jobs, uint8_t *buf, uint8_t *mine, const float *x, int64_t n_in,
+                    int64_t n_tokens) {
+    if (!job_quant(j)) {
+        const mm_job *s = &jobs[j->src];
+        const float *xa = j->own_x ? (const float *)(mine + s->mine_at + s->scratch_bytes)
+                          : j->round ? (const float *)(buf + s->act_at)
+                                     : x;
+        j->fk.run(j->type, j->w, (int64_t)kiln_type_row_bytes(j->type, (uint64_t)n_in), xa, n_in, j->n_out, n_tokens,
+                  j->y, j->scratch_bytes ? (float *)(mine + j->mine_at) : NULL);
+        return;
+    }
+    const kiln_qtype *qt = &j->k->qt;
+    const uint8_t *act = buf + jobs[j->src].act_at;
+    const int64_t n_out = j->n_out;
+    float *y = j->y;
+    if (j->direct) {
+        kiln_direct_rows4(j->rows, j->direct, qt, j->w, n_in, n_out, act, n_tokens, y);
+    } else if (j->panels) {
+        const mm_job *p = &jobs[j->psrc];
+        const kiln_pact A = {buf + p->u_at, (const float *)(buf + p->d_at),
+                             qt->act_type == KILN_Q8_K ? (const int16_t *)(buf + p->bs_at) : NULL, n_in,
+                             n_in / qt->block};
+        void *panel = mine + j->mine_at;
+#pragma omp for schedule(static) nowait
+        for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
+            const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
+            kiln_panel_pack(qt, j->w, n_in, n_out, r0, panel);
+            if (j->ko.n_gemm) j->pgemm(panel, &A, 0, j->ko.n_gemm, y + r0, n_out, nr);
+            j->prest(panel, &A, j->ko.n_gemm, n_tokens - j->ko.n_gemm, y + r0, n_out, nr);
+        }
+    } else {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < n_out; r++) ref_rows(qt, j->ko, j->w, n_in, r, 1, n_out, act, n_tokens, y);
+    }
+}
+
+/* The jobs' products of x in one OpenMP region: conversions, a barrier,
+ * panel activations (and a barrier) when a job has panels, then every
+ * job's rows; the region's end is the last barrier. Float products too
+ * small to pay for the team (par.h) run on the calling thread alone, as
+ * does a group of them. Buffers come from the calling thread's arena.
+ * Returns 0, or -1 when the buffers could not be had. */
+static int run_jobs(mm_job *jobs, int n_jobs, int64_t n_in, const float *x, int64_t n_tokens) {
+    size_t shared, per_thread;
+    job_layout(jobs, n_jobs, n_in, n_tokens, &shared, &per_thread);
+    bool any_quant = false, any_shared_conv = false, any_pack = false;
+    double float_macs = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        const mm_job *j = &jobs[i];
+        any_quant |= job_quant(j);
+        any_shared_conv |= j->src == i && (job_quant(j) || (j->round && !j->own_x));
+        any_pack |= j->panels && j->psrc == i;
+        if (!job_quant(j)) float_macs += (double)n_in * (double)j->n_out * (double)n_tokens;
+    }
+    const size_t total = shared + (size_t)omp_get_max_threads() * per_thread;
+    /* no allocation once the arena has grown to the model's largest
+     * group */
+    uint8_t *buf = NULL;
+    if (total && !(buf = kiln_kernel_arena(total))) return -1;
+#pragma omp parallel if (any_quant || kiln_par_worth(float_macs))
     {
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < n_tokens; t++) {
-            kiln_block_q8_k *ak = (kiln_block_q8_k *)(act + t * act_row);
-            if (t < ko.n_gemm) kiln_act_q8_k_x4(x + t * n_in, ak, n_in);
-            else if (kq) kiln_act_q8_k(x + t * n_in, ak, n_in);
-            else if (qt->act_type == KILN_Q8_1) kiln_act_q8_1(x + t * n_in, (kiln_block_q8_1 *)(act + t * act_row), n_in);
-            else kiln_act_q8_0(x + t * n_in, (kiln_block_q8_0 *)(act + t * act_row), n_in);
+        uint8_t *mine = per_thread ? buf + shared + (size_t)omp_get_thread_num() * per_thread : NULL;
+        for (int i = 0; i < n_jobs; i++)
+            if (jobs[i].src == i) job_convert(&jobs[i], buf, mine, x, n_in, n_tokens);
+        if (any_shared_conv) {
+#pragma omp barrier
         }
-        if (direct) {
-            kiln_direct_rows4(ik->rows[ko.rest], direct, qt, w, n_in, n_out, act, n_tokens, y);
-        } else if (panels) {
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n_tokens; t++)
-                kiln_pact_pack(qt, act + t * act_row, n_in, buf + u_at + t * n_in, (float *)(buf + d_at) + t * nb,
-                               kq ? (int16_t *)(buf + bs_at) + t * (n_in / 16) : NULL);
-            void *panel = buf + panel_at + (size_t)omp_get_thread_num() * lines((size_t)pbytes);
-#pragma omp for schedule(static)
-            for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
-                const int nr = n_out - r0 < KILN_PANEL ? (int)(n_out - r0) : KILN_PANEL;
-                kiln_panel_pack(qt, w, n_in, n_out, r0, panel);
-                if (ko.n_gemm) pgemm(panel, &A, 0, ko.n_gemm, y + r0, n_out, nr);
-                prest(panel, &A, ko.n_gemm, n_tokens - ko.n_gemm, y + r0, n_out, nr);
-            }
-        } else {
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < n_out; r++) ref_rows(qt, ko, w, n_in, r, 1, n_out, act, n_tokens, y);
+        if (any_pack) {
+            for (int i = 0; i < n_jobs; i++)
+                if (jobs[i].panels && jobs[i].psrc == i) job_pack(&jobs[i], &jobs[jobs[i].src], buf, n_in, n_tokens);
+#pragma omp barrier
         }
+        for (int i = 0; i < n_jobs; i++) job_run(&jobs[i], jobs, buf, mine, x, n_in, n_tokens);
+    }
+    return 0;
+}
+
+/* F32 / F16 / BF16 weights in KILN_NUM_GGML mode, one product: the
+ * activations rounded to the weight's precision (round: F16 / BF16;
+ * ggml's vec_dot_type), then the table's vec or tiny kernel (run_jobs). */
+static int float_ggml(const kiln_kernels *k, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
+                      const float *x, int64_t n_tokens, float *y, bool round, wlayout layout) {
+    mm_job j = {.k = k, .type = type, .w = w, .n_out = n_out, .y = y};
+    if (!job_plan(&j, layout, round, n_in, n_tokens)) return -1;
+    return run_jobs(&j, 1, n_in, x, n_tokens);
+}
+
+int kiln_fgemm_ggml(uint32_t type, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
+                    float *y, bool vec_only) {
+    const kiln_kernels *k = kiln_kernels_get(type);
+    if (!k || k->qt.block) return -1;
+    return float_ggml(k, type, w, n_in, n_out, x, n_tokens, y, false, vec_only ? W_EXPERT : W_DENSE);
+}
+
+/* One product in KILN_NUM_GGML mode, as a job of one. */
+static int ggml_matmul(const kiln_kernels *k, uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
+                       const float *x, int64_t n_tokens, float *y, wlayout layout) {
+    mm_job j = {.k = k, .type = wtype, .w = w, .n_out = n_out, .y = y};
+    if (!job_plan(&j, layout, true, n_in, n_tokens)) return -1;
+    return run_jobs(&j, 1, n_in, x, n_tokens);
+}
+
+/* A product's shape and type checks: -1 for a bad shape, 1 when there
+ * is nothing to compute (y zeroed when n_in == 0), else 0. */
+static int shape_check(uint32_t wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, float *y) {
+    const kiln_type_info *ti = kiln_type_get(wtype);
+    if (!ti || n_in < 0 || n_in % ti->block_size) return -1;
+    if (n_out <= 0 || n_tokens <= 0) return 1;
+    if (n_in == 0) {
+        memset(y, 0, (size_t)(n_out * n_tokens) * sizeof(float));
+        return 1;
     }
     return 0;
 }
 
 static int matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x, int64_t n_tokens,
                   float *y, kiln_numeric_mode mode, wlayout layout) {
-    const kiln_type_info *ti = kiln_type_get(wtype);
-    if (!ti || n_in < 0 || n_in % ti->block_size) return -1;
-    if (n_out <= 0 || n_tokens <= 0) return 0;
-    if (n_in == 0) {
-        memset(y, 0, (size_t)(n_out * n_tokens) * sizeof(float));
-        return 0;
-    }
+    const int s = shape_check(wtype, n_in, n_out, n_tokens, y);
+    if (s) return s < 0 ? -1 : 0;
     if (mode != KILN_NUM_GGML) return exact_matmul(wtype, w, n_in, n_out, x, n_tokens, y);
     const kiln_kernels *k = kiln_kernels_get(wtype);
     if (!k) return -1;
-    if (k->qt.block) return quant_matmul(k, w, n_in, n_out, x, n_tokens, y, layout);
-    return float_ggml(k, wtype, w, n_in, n_out, x, n_tokens, y, wtype != KILN_F32, layout == W_EXPERT);
+    return ggml_matmul(k, wtype, w, n_in, n_out, x, n_tokens, y, layout);
 }
 
 int kiln_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
@@ -286,6 +436,29 @@ int kiln_matmul_head(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
     return matmul(wtype, w, n_in, n_out, x, n_tokens, y, mode, W_HEAD);
 }
 
+int kiln_matmul_group(const kiln_mm *mm, int n_mm, int64_t n_in, const float *x, int64_t n_tokens,
+                      kiln_numeric_mode mode, int *bad) {
+    mm_job jobs[KILN_MM_GROUP_MAX];
+    int n_jobs = 0;
+    *bad = -1;
+    if (n_mm < 0 || n_mm > KILN_MM_GROUP_MAX) return -1;
+    for (int i = 0; i < n_mm; i++) {
+        const int s = shape_check(mm[i].wtype, n_in, mm[i].n_out, n_tokens, mm[i].y);
+        if (s < 0) return *bad = i, -1;
+        if (s) continue;
+        if (mode != KILN_NUM_GGML) {
+            if (exact_matmul(mm[i].wtype, mm[i].w, n_in, mm[i].n_out, x, n_tokens, mm[i].y) < 0) return *bad = i, -1;
+            continue;
+        }
+        const kiln_kernels *k = kiln_kernels_get(mm[i].wtype);
+        mm_job *j = &jobs[n_jobs];
+        *j = (mm_job){.k = k, .type = mm[i].wtype, .w = mm[i].w, .n_out = mm[i].n_out, .y = mm[i].y};
+        if (!k || !job_plan(j, W_DENSE, true, n_in, n_tokens)) return *bad = i, -1;
+        n_jobs++;
+    }
+    return n_jobs ? run_jobs(jobs, n_jobs, n_in, x, n_tokens) : 0;
+}
+
 /* The direct kernels' dispatcher (declared in vecdot.h): it reads the
  * table, so it lives with the other dispatchers, above the kernels. */
 bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_t n_in, int64_t n_out,
@@ -295,6 +468,6 @@ bool kiln_kdirect(const kiln_qtype *qt, kiln_korder order, const void *w, int64_
     const kiln_qrow_fn fn = ik && order != KILN_KORDER_GEMM ? ik->direct[order] : NULL;
     if (!fn) return false;
 #pragma omp parallel
-    kiln_direct_rows4(ik->rows[order], fn, qt, w, n_in, n_out, act, n_tokens, y);
+    kiln_direct_rows4(kiln_rows_kernel(k, order, n_in), fn, qt, w, n_in, n_out, act, n_tokens, y);
     return true;
 }

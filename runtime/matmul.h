@@ -43,4 +43,27 @@ int kiln_matmul_expert(uint32_t wtype, const void *w, int64_t n_in, int64_t n_ou
 int kiln_matmul_head(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
                      int64_t n_tokens, float *y, kiln_numeric_mode mode);
 
+/* One product of a kiln_matmul_group: y = W x for the group's x, W being
+ * n_out rows of type wtype at w, as kiln_matmul reads them. */
+typedef struct kiln_mm {
+    uint32_t wtype;
+    const void *w;
+    int64_t n_out;
+    float *y;
+} kiln_mm;
+
+#define KILN_MM_GROUP_MAX 4
+
+/* Up to KILN_MM_GROUP_MAX dense products of one input x (n_tokens rows
+ * of n_in), each with the bits kiln_matmul gives it, in one OpenMP region
+ * in KILN_NUM_GGML mode: x is converted once for the products that read
+ * it in the same vec_dot_type (attention's q, k and v; the FFN's gate and
+ * up), and the team meets once where separate calls would open a region
+ * each. Other modes run the products in turn. Returns 0, or -1 with *bad
+ * the index of the product that has no kernel or a bad shape (or, in
+ * KILN_NUM_EXACT, could not have its buffers), -1 when the group's
+ * buffers could not be had or n_mm is out of range. */
+int kiln_matmul_group(const kiln_mm *mm, int n_mm, int64_t n_in, const float *x, int64_t n_tokens,
+                      kiln_numeric_mode mode, int *bad);
+
 #endif

@@ -14,14 +14,17 @@
  * plus, for qwen2moe, a shared SwiGLU expert scaled by
  * sigmoid(gate_inp_shexp . x). Tokens are grouped by expert so each
  * expert's three products run once per batch on exactly the rows routed
- * to it (which is also what the imatrix hook sees). */
+ * to it (which is also what the imatrix hook sees). Where the kernels
+ * allow (moe_exec.h: KILN_NUM_GGML, no hook, not gpt-oss) every expert of
+ * the layer runs in one OpenMP region (moe_exec.c); otherwise, here, one
+ * product per expert and matrix, with the same bits. */
 #include "forward_impl.h"
+#include "moe_exec.h"
 
 #include "../core/types.h"
 #include "vecdot.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The k largest of v[0..n) (ties go to the lower index) into idx. */
@@ -179,17 +182,18 @@ int kiln_moe_block(kiln_ctx *c, int64_t il, const float *x, int64_t n, float *ou
     if (kiln_fwd_matmul(c, L->ffn_gate_inp, -1, x, n, c->router, err) < 0) return -1;
     kiln_fwd_bias(c->router, L->ffn_gate_inp_b, n, n_exp); /* gpt-oss */
     const float *bias = L->exp_probs_b ? (const float *)L->exp_probs_b->data : NULL;
-    float *sel_buf = NULL;
-    if ((bias || hp->n_expert_groups > 1) && !(sel_buf = malloc((size_t)n_exp * sizeof *sel_buf)))
-        return kiln_fail(err, NULL, NULL, -1, "out of memory");
+    float sel_buf[n_exp]; /* deepseek2's selection scores */
     for (int64_t t = 0; t < n; t++)
         route(hp, c->p.mode, c->router + t * n_exp, bias, sel_buf, c->sel + t * k, c->sel_w + t * k);
-    free(sel_buf);
-    for (int e = 0; e < (int)n_exp; e++) {
-        int64_t m = kiln_moe_rows_of(c->sel, n * k, e, c->rows);
-        if (m > 0 && run_expert(c, L, e, x, m, err) < 0) return -1;
+    if (kiln_moe_exec_fits(c, L)) { /* every expert in one region (moe_exec.c) */
+        if (kiln_moe_exec(c, L, x, n, out, err) < 0) return -1;
+    } else {
+        for (int e = 0; e < (int)n_exp; e++) {
+            int64_t m = kiln_moe_rows_of(c->sel, n * k, e, c->rows);
+            if (m > 0 && run_expert(c, L, e, x, m, err) < 0) return -1;
+        }
+        kiln_moe_sum_slots(c->slot_out, n, k, d, out);
     }
-    kiln_moe_sum_slots(c->slot_out, n, k, d, out);
     if (L->ffn_gate_inp_shexp) return shared_expert(c, L, x, n, out, err);
     return 0;
 }

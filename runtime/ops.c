@@ -5,6 +5,7 @@
  * "simplified"; the Makefile's -ffp-contract=off keeps the compiler from
  * fusing anything not written as fmaf here. */
 #include "ops.h"
+#include "par.h"
 #include "vecdot.h"
 
 #include "../core/cpu.h"
@@ -35,26 +36,34 @@ void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float ep
     rms_apply(x, w, y, n, sum, eps);
 }
 
-void kiln_rms_norm_rows(const float *x, const float *w, float *y, int64_t rows, int64_t n, float eps) {
-    int64_t r = 0;
-    /* four rows side by side: each row's sum is still one chain in ggml's
-     * order, but four chains keep the adder busy where one waits on its
-     * own latency */
-    for (; r + 4 <= rows; r += 4) {
-        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            s0 += (double)(x0[i] * x0[i]);
-            s1 += (double)(x1[i] * x1[i]);
-            s2 += (double)(x2[i] * x2[i]);
-            s3 += (double)(x3[i] * x3[i]);
-        }
-        rms_apply(x0, w, y + r * n, n, s0, eps);
-        rms_apply(x1, w, y + (r + 1) * n, n, s1, eps);
-        rms_apply(x2, w, y + (r + 2) * n, n, s2, eps);
-        rms_apply(x3, w, y + (r + 3) * n, n, s3, eps);
+/* Rows [r, r + 4) of kiln_rms_norm_rows: four rows side by side; each
+ * row's sum is still one chain in ggml's order, but four chains keep the
+ * adder busy where one waits on its own latency. */
+static void rms_norm4(const float *x, const float *w, float *y, int64_t r, int64_t n, float eps) {
+    const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        s0 += (double)(x0[i] * x0[i]);
+        s1 += (double)(x1[i] * x1[i]);
+        s2 += (double)(x2[i] * x2[i]);
+        s3 += (double)(x3[i] * x3[i]);
     }
-    for (; r < rows; r++) kiln_rms_norm(x + r * n, w, y + r * n, n, eps);
+    rms_apply(x0, w, y + r * n, n, s0, eps);
+    rms_apply(x1, w, y + (r + 1) * n, n, s1, eps);
+    rms_apply(x2, w, y + (r + 2) * n, n, s2, eps);
+    rms_apply(x3, w, y + (r + 3) * n, n, s3, eps);
+}
+
+void kiln_rms_norm_rows(const float *x, const float *w, float *y, int64_t rows, int64_t n, float eps) {
+    const int64_t groups = rows / 4;
+    if (kiln_par_worth_floats((double)rows * (double)n)) {
+        /* a batch: the groups shared by the team (par.h) */
+#pragma omp parallel for schedule(static)
+        for (int64_t g = 0; g < groups; g++) rms_norm4(x, w, y, 4 * g, n, eps);
+    } else {
+        for (int64_t g = 0; g < groups; g++) rms_norm4(x, w, y, 4 * g, n, eps);
+    }
+    for (int64_t r = 4 * groups; r < rows; r++) kiln_rms_norm(x + r * n, w, y + r * n, n, eps);
 }
 
 void kiln_layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n, float eps) {
@@ -266,6 +275,15 @@ static void silu16_generic(const float *g, const float *u, float *y) {
     silu16_lanes(g, u, y);
 }
 
+/* One row of kiln_swiglu in GGML mode: blocks of 16 by `block`, the
+ * rest with glibc's expf. */
+static void swiglu_row(void (*block)(const float *, const float *, float *), const float *g, const float *u,
+                       float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) block(g + i, u + i, y + i);
+    for (; i < n; i++) y[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
 void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t n, kiln_numeric_mode mode) {
     if (mode == KILN_NUM_EXACT) {
         for (int64_t i = 0; i < rows * n; i++) y[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
@@ -277,12 +295,12 @@ void kiln_swiglu(const float *g, const float *u, float *y, int64_t rows, int64_t
     void (*block)(const float *, const float *, float *) = lvl >= KILN_SIMD_AVX512 ? silu16_avx512
                                                            : lvl >= KILN_SIMD_AVX2 ? silu16_fma
                                                                                    : silu16_generic;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *gr = g + r * n, *ur = u + r * n;
-        float *yr = y + r * n;
-        int64_t i = 0;
-        for (; i + 16 <= n; i += 16) block(gr + i, ur + i, yr + i);
-        for (; i < n; i++) yr[i] = (gr[i] / (1.0f + expf(-gr[i]))) * ur[i];
+    if (kiln_par_worth_floats((double)rows * (double)n)) {
+        /* a batch: the rows shared by the team (par.h) */
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) swiglu_row(block, g + r * n, u + r * n, y + r * n, n);
+    } else {
+        for (int64_t r = 0; r < rows; r++) swiglu_row(block, g + r * n, u + r * n, y + r * n, n);
     }
 }
 
@@ -338,12 +356,24 @@ __attribute__((target("avx2"))) static void add_avx2(float *y, const float *x, i
     for (; i < n; i++) y[i] += x[i];
 }
 
+static void add_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
 void kiln_vec_add(float *y, const float *x, int64_t n) {
     const kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) add_avx512(y, x, n);
-    else if (lvl >= KILN_SIMD_AVX2) add_avx2(y, x, n);
-    else
-        for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    void (*add)(float *, const float *, int64_t) = lvl >= KILN_SIMD_AVX512 ? add_avx512
+                                                  : lvl >= KILN_SIMD_AVX2  ? add_avx2
+                                                                           : add_scalar;
+    if (!kiln_par_worth_floats((double)n)) {
+        add(y, x, n);
+        return;
+    }
+    /* a batch's residual stream: chunks for the team (par.h); each sum is
+     * one add, so the split changes no bit */
+    const int64_t chunk = 4096;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += chunk) add(y + i, x + i, n - i < chunk ? n - i : chunk);
 }
 
 /* The n % 64 products ggml_vec_dot_f32 leaves to a scalar loop in double. */

@@ -1,9 +1,10 @@
 /* runtime/par.h - the runtime's one threading convention, and the rule
  * for when a piece of work is worth the threads.
  *
- * The convention: OpenMP, one parallel region per product (matmul.c) or
- * per attention call (attention.c, attention_flash.c), opened by the
- * dispatcher; the kernels inside it split their rows with orphaned
+ * The convention: OpenMP, one parallel region per product (matmul.c),
+ * per group of products of one input (kiln_matmul_group: q, k and v; gate
+ * and up) or per attention call (attention.c, attention_flash.c), opened
+ * by the dispatcher; the kernels inside it split their rows with orphaned
  * `omp for ... nowait` loops, so the region's end is the product's one
  * barrier. Buffers are taken before the region (kiln_kernel_arena:
  * nothing is allocated once the arena has grown), never inside it.
@@ -45,6 +46,18 @@
 /* True when `macs` multiply-adds of float weights pay for the team. */
 static inline bool kiln_par_worth(double macs) {
     return macs >= KILN_PAR_MIN_MACS;
+}
+
+/* Values below which an element-wise step of the forward pass (RMS
+ * norms, SwiGLU, the residual add, RoPE: ops.c, attention.c) runs on the
+ * calling thread: a prompt batch's rows are shared by the team, where the
+ * second thread used to spin through them (pp512 of the small models),
+ * while a decode step's row, some 0.1-1 us of work, stays on one core. */
+#define KILN_PAR_MIN_FLOATS 32768.0
+
+/* True when an element-wise step over n values pays for the team. */
+static inline bool kiln_par_worth_floats(double n) {
+    return n >= KILN_PAR_MIN_FLOATS;
 }
 
 #endif

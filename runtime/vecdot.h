@@ -26,6 +26,8 @@
  *                    mode: ggml's x86 orders (vec_dot, tinyBLAS) instead;
  *   vecdot_fdecode.c the exact chains for one token, F32/F16/BF16 weights
  *                    read in place (vecdot_simd.h: shared AVX-512 helpers);
+ *   vecdot_frows.c   ggml's vec_dot orders of F32/F16/BF16 weights, row
+ *                    by row against a token (decode), several rows at once;
  *   kernels.c        the table of which of these runs, per weight type and
  *                    ISA level (kernels.h, with a glossary of the names).
  *

@@ -18,9 +18,10 @@
  * F16 / BF16 weights matmul.c sends it to vecdot_fdecode.c, which skips
  * the repacking altogether.
  *
- * The ggml orders have AVX-512 kernels (16-lane accumulators, as ggml's) and
- * AVX2 ones that hold each 16-lane accumulator in two ymm and run every
- * lane's chain unchanged, so all levels give the scalar reference's bits.
+ * The ggml orders have AVX-512 kernels (16-lane accumulators, as ggml's;
+ * ggml_vec_dot's rows themselves in vecdot_frows.c) and AVX2 ones that
+ * hold each 16-lane accumulator in two ymm and run every lane's chain
+ * unchanged, so all levels give the scalar reference's bits.
  *
  * Buffers: kiln_fgemm makes one allocation (kiln_kernel_alloc) before
  * its OpenMP region and returns -1 if it is refused; the kiln_fggml_*
@@ -425,15 +426,6 @@ AVX512 static inline float reduce16_avx512(__m512 v) {
     return reduce16_avx2(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
 
-/* 16 weights of a row of `type` at w (element index k), widened exactly. */
-AVX512 INLINE __m512 wload(uint32_t type, const void *w, int64_t k) {
-    if (type == KILN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)));
-    if (type == KILN_BF16)
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k))), 16));
-    return _mm512_loadu_ps((const float *)w + k);
-}
-
 /* tinyBLAS's order on AVX-512, cache-blocked. Each output is one zmm
  * chain over k in steps of 16, reduced by reduce16's tree; which tile
  * holds it and when the tile runs change no bit, nor does stopping the
@@ -557,9 +549,9 @@ AVX512 void kiln_fggml_tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_
             const uint8_t *wr = w + (r0 + i) * row_bytes;
             float *dst = wide + i * ldw;
             if (type == KILN_F16)
-                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_F16, wr, k));
+                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, kiln_fwiden16(KILN_F16, wr, k));
             else if (type == KILN_BF16)
-                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, wload(KILN_BF16, wr, k));
+                for (int64_t k = 0; k < n; k += 16) _mm512_store_ps(dst + k, kiln_fwiden16(KILN_BF16, wr, k));
             else
                 memcpy(dst, wr, (size_t)n * sizeof(float));
         }
@@ -567,86 +559,43 @@ AVX512 void kiln_fggml_tiny_avx512(uint32_t type, const uint8_t *w, int64_t row_
     }
 }
 
-/* ggml_vec_dot_f32 / _f16 / _bf16 for AVX-512, as vec_ref describes.
- * xh: NULL, or (F16 only) x's values as f16, read instead of x in the
- * 64-value blocks (see dec_rows_f16). */
-AVX512 INLINE float vec_avx512(uint32_t type, const void *w, const float *x, const uint16_t *xh, int64_t n) {
-    if (type == KILN_BF16) {
-        __m512 c1 = _mm512_setzero_ps(), c2 = c1;
-        int64_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            c1 = _mm512_fmadd_ps(wload(type, w, i), _mm512_loadu_ps(x + i), c1);
-            c2 = _mm512_fmadd_ps(wload(type, w, i + 16), _mm512_loadu_ps(x + i + 16), c2);
-        }
-        double s = 0.0;
-        s += (double)reduce16_avx512(c1);
-        s += (double)reduce16_avx512(c2);
-        for (; i < n; i++) s += (double)(kiln_bf16_to_fp32(((const uint16_t *)w)[i]) * x[i]);
-        return (float)s;
-    }
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t np = n & ~(int64_t)63;
-#define XLOAD(k) (xh ? wload(KILN_F16, xh, k) : _mm512_loadu_ps(x + (k)))
-    for (int64_t i = 0; i < np; i += 64) {
-        a0 = _mm512_fmadd_ps(wload(type, w, i), XLOAD(i), a0);
-        a1 = _mm512_fmadd_ps(wload(type, w, i + 16), XLOAD(i + 16), a1);
-        a2 = _mm512_fmadd_ps(wload(type, w, i + 32), XLOAD(i + 32), a2);
-        a3 = _mm512_fmadd_ps(wload(type, w, i + 48), XLOAD(i + 48), a3);
-    }
-#undef XLOAD
-    const float head = reduce16_avx512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
-    if (type == KILN_F16) {
-        double s = head;
-        for (int64_t i = np; i < n; i++) s += (double)(kiln_fp16_to_fp32(((const uint16_t *)w)[i]) * x[i]);
-        return (float)s;
-    }
-    return kiln_vec_dot_f32_tail(head, (const float *)w, x, np, n);
-}
+/* One token (decode): row blocks per thread (each at least VB_ROWS rows):
+ * few and long, so that each thread reads long runs of consecutive rows
+ * and pays for few scheduling steps, but more than one, so that the
+ * dynamic schedule can still even out a thread the OS holds back.
+ * Measured tg32 (t/s, in turns): the 1B F16 model, streamed, with blocks
+ * of 16 rows 13.6, of 64 15.1, of 256 16.1; 1, 2, 8 blocks a thread
+ * 16.4, 16.3, 16.6; llama-f32 (cached, 256 rows) 8261, 7902, 7243;
+ * mixtral-f32 6754, 6821, 6059. */
+#define DEC_BLOCKS 2
+/* One token: matrices of more bytes than this (one core's L2) are taken
+ * to come from memory rather than cache, and vecdot_frows.c streams them
+ * row by row. The fixtures' models (3-18 MB in all, in L3) have none;
+ * the 1B model's smallest, attn_k and attn_v, have 2 MiB. */
+#define DEC_CACHED_BYTES ((int64_t)1 << 20)
 
-/* One instance per type, so that the loads inline. */
-AVX512 static float vec512_f16(const void *w, const float *x, int64_t n) {
-    return vec_avx512(KILN_F16, w, x, NULL, n);
-}
-AVX512 static float vec512_bf16(const void *w, const float *x, int64_t n) {
-    return vec_avx512(KILN_BF16, w, x, NULL, n);
-}
-AVX512 static float vec512_f32(const void *w, const float *x, int64_t n) {
-    return vec_avx512(KILN_F32, w, x, NULL, n);
-}
-
-/* One token (decode) against F16 rows: ggml_vec_dot_f16's order
- * (vec_avx512's), with the activation held as f16, as ggml holds it. x
- * is already rounded to f16 (kiln_fgemm_ggml's contract), so the copy is
- * exact and every product the same; but a 64-value step then loads 256
- * bytes instead of 384, and decode, which streams every weight from
- * memory once, keeps more of its loads in flight (one Zen 4 core, 2048 x
- * 8192: 17.5 -> 21.5 GB/s, as llama.cpp). The copy lives on the stack:
- * DEC_MAX_N values at most, longer rows take vec_rows. */
-#define DEC_MAX_N 16384
-
-/* Rows [0, n_out) against one token (n <= DEC_MAX_N), in blocks of
- * VB_ROWS on vec_rows' dynamic schedule. */
-AVX512 static void dec_rows_f16(const uint8_t *w, int64_t row_bytes, const float *x, int64_t n, int64_t n_out,
-                                float *y) {
-    uint16_t xh[DEC_MAX_N] __attribute__((aligned(64)));
-    for (int64_t k = 0; k < n; k += 16) {
-        const __mmask16 m = (__mmask16)(n - k >= 16 ? 0xFFFF : (1u << (n - k)) - 1);
-        _mm256_mask_storeu_epi16(xh + k, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + k), _MM_FROUND_TO_NEAREST_INT));
+/* ggml_vec_dot_<type> for every (row, token): one token (decode), experts,
+ * shapes tinyBLAS declines. Blocks of rows on a dynamic schedule, each
+ * run token by token through vecdot_frows.c, which sums several rows at
+ * once when they are cached and streams them one by one when not. Many
+ * tokens keep VB_ROWS-row blocks, whose rows stay in L2 while the tokens
+ * pass. */
+void kiln_fggml_vec_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
+                           int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
+    int64_t vb = VB_ROWS;
+    bool streamed = false;
+    if (n_tokens == 1) {
+        vb = n_out / (DEC_BLOCKS * omp_get_num_threads()) / VB_ROWS * VB_ROWS;
+        if (vb < VB_ROWS) vb = VB_ROWS;
+        streamed = n_out * row_bytes > DEC_CACHED_BYTES;
     }
-    const int64_t nrb = (n_out + VB_ROWS - 1) / VB_ROWS;
+    const int64_t nrb = (n_out + vb - 1) / vb;
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t b = 0; b < nrb; b++) {
-        const int64_t r0 = b * VB_ROWS, r1 = n_out - r0 < VB_ROWS ? n_out : r0 + VB_ROWS;
-        for (int64_t r = r0; r < r1; r++) y[r] = vec_avx512(KILN_F16, w + r * row_bytes, x, xh, n);
+        const int64_t r0 = b * vb, nr = n_out - r0 < vb ? n_out - r0 : vb;
+        for (int64_t t = 0; t < n_tokens; t++)
+            kiln_frows_avx512(type, w + r0 * row_bytes, row_bytes, x + t * n, n, nr, streamed, y + t * n_out + r0);
     }
-}
-
-AVX512 void kiln_fggml_vec_avx512(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
-                                 int64_t n_out, int64_t n_tokens, float *y, float *scratch) {
-    if (n_tokens == 1 && type == KILN_F16 && n <= DEC_MAX_N) dec_rows_f16(w, row_bytes, x, n, n_out, y);
-    else if (type == KILN_F16) vec_rows(vec512_f16, w, row_bytes, x, n, n_out, n_tokens, y);
-    else if (type == KILN_BF16) vec_rows(vec512_bf16, w, row_bytes, x, n, n_out, n_tokens, y);
-    else vec_rows(vec512_f32, w, row_bytes, x, n, n_out, n_tokens, y);
 }
 
 /* AVX2 (no AVX-512): the same orders. Each 16-lane accumulator of the

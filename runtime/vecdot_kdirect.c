@@ -33,7 +33,8 @@
  * but no VNNI run this AVX2 code; with VNNI, Q4_K, Q5_K, Q2_K, Q3_K, Q6_K
  * and IQ2_XXS decode into 512-bit registers instead (vecdot_kvnni.c,
  * 1.5-5x faster per super-block; one token's short rows of Q4_K, Q2_K and
- * Q6_K four at a time, vecdot_krows.c, through kiln_direct_rows4), and
+ * Q6_K, and Q3_K's of any length, four at a time, vecdot_krows.c, through
+ * kiln_direct_rows4), and
  * Q8_0, which needs no decoding, reads its blocks in vecdot_q8direct.c.
  * The float steps both share are vecdot_kstep.h's. */
 #ifdef __clang__
@@ -51,10 +52,6 @@
 #include "vecdot_kstep.h"
 
 #include <string.h>
-
-/* The most bytes a group of KILN_QROWS rows may span for the rows
- * kernels (kiln_direct_rows4). */
-#define ROWS_SPAN 8192
 
 /* Tokens sharing one decoded weight block (more would spill the
  * accumulators and levels out of the 16 ymm registers). */
@@ -237,15 +234,11 @@ KROW(kiln_kdirect_q4_k_gemv, KILN_COMB_K_Q4, KILN_KORDER_GEMV)
 void kiln_direct_rows4(kiln_qrows_fn rows, kiln_qrow_fn fn, const kiln_qtype *qt, const void *w, int64_t n_in,
                        int64_t n_out, const void *act, int64_t n_tokens, float *y) {
     const int64_t nb = n_in / qt->block, row_bytes = nb * qt->block_bytes;
-    /* four rows are four streams from memory: worth it while they lie
-     * within a few pages (one thread, out of cache, ns per super-block,
-     * one-row -> four-row kernel: n_in 2048 Q4_K 8.6 -> 6.4, Q6_K 9.4 ->
-     * 8.3; n_in 3072 Q6_K 12.3 -> 12.8; n_in 8192 Q6_K 8.5 -> 12.6), so
-     * longer rows keep the one-row kernels */
-    if (n_tokens != 1 || KILN_QROWS * row_bytes > ROWS_SPAN) rows = NULL;
+    if (n_tokens != 1) rows = NULL; /* the callers chose `rows` by row length (kiln_rows_kernel) */
     /* rows in blocks of 16, as the panels split them, so that threads do
-     * not write neighbouring outputs */
-#pragma omp for schedule(static)
+     * not write neighbouring outputs; nowait: moe_exec.c runs one expert's
+     * rows after another's in one region, and meets once after all */
+#pragma omp for schedule(static) nowait
     for (int64_t r0 = 0; r0 < n_out; r0 += KILN_PANEL) {
         const int64_t end = r0 + KILN_PANEL < n_out ? r0 + KILN_PANEL : n_out;
         int64_t r = r0;

@@ -1,13 +1,27 @@
 /* runtime/vecdot_simd.h - AVX-512 register helpers shared by the f32
- * kernels (vecdot_float.c, vecdot_fdecode.c). Include only from x86 code;
- * every function carries its own target attribute. */
+ * kernels (vecdot_float.c, vecdot_fdecode.c, vecdot_frows.c). Include
+ * only from x86 code; every function carries its own target attribute. */
 #ifndef KILN_VECDOT_SIMD_H
 #define KILN_VECDOT_SIMD_H
 
 #ifdef __x86_64__
 #include <immintrin.h>
+#include <stdint.h>
+
+#include "../core/types.h"
 
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* 16 weights of an F32 / F16 / BF16 row at w (element index k), widened
+ * exactly to f32 (type: a core/types.h id; constant where it is inlined). */
+KILN_AVX512 static inline __attribute__((always_inline)) __m512 kiln_fwiden16(uint32_t type, const void *w,
+                                                                              int64_t k) {
+    if (type == KILN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k)));
+    if (type == KILN_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k))), 16));
+    return _mm512_loadu_ps((const float *)w + k);
+}
 
 /* In-register transpose of 16 x 16 floats: in[i] holds row i, out[j]
  * receives column j. Four rounds of interleaving (64 shuffles). */

@@ -1,6 +1,6 @@
 /* tests/test_vecdot_rows.c - the four-row decode kernels (runtime/
- * vecdot_krows.c: Q4_K and Q2_K in the gemv order, Q6_K in the vec_dot
- * order, AVX-512 VNNI) give the reference dot products (kiln_kdot_ref)
+ * vecdot_krows.c: Q4_K and Q2_K in the gemv order, Q6_K and Q3_K in the
+ * vec_dot order, AVX-512 VNNI) give the reference dot products (kiln_kdot_ref)
  * bit for bit, and so does every way a one-token product reaches them.
  *
  * For each kernel: called straight on each group of four rows; through
@@ -45,6 +45,7 @@ static void random_block(uint32_t type, uint8_t *b, int bytes) {
     case KILN_Q2_K: put_half(b, offsetof(kiln_block_q2_k, d)), put_half(b, offsetof(kiln_block_q2_k, dmin)); break;
     case KILN_Q4_K: put_half(b, offsetof(kiln_block_q4_k, d)), put_half(b, offsetof(kiln_block_q4_k, dmin)); break;
     case KILN_Q6_K: put_half(b, offsetof(kiln_block_q6_k, d)); break;
+    case KILN_Q3_K: put_half(b, offsetof(kiln_block_q3_k, d)); break;
     default: fail_msg("no factors for type %u", type);
     }
 }
@@ -59,6 +60,7 @@ static const rcase CASES[] = {
     {KILN_Q4_K, KILN_KORDER_GEMV, kiln_krows_q4_k_gemv},
     {KILN_Q2_K, KILN_KORDER_GEMV, kiln_krows_q2_k_gemv},
     {KILN_Q6_K, KILN_KORDER_VECDOT, kiln_krows_q6_k},
+    {KILN_Q3_K, KILN_KORDER_VECDOT, kiln_krows_q3_k},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 
@@ -150,6 +152,23 @@ static void test_shapes(void **state) {
             for (size_t b = 0; b < sizeof n_outs / sizeof n_outs[0]; b++) check(&CASES[i], n_ins[a], n_outs[b], false);
 }
 
+/* Q3_K's rows kernel takes rows of any length (its table row's
+ * rows_span): rows of 8192 weights, 14 KiB for four, reach it through
+ * kiln_kdirect and kiln_matmul, where the other types' long rows keep the
+ * one-row kernels. */
+static void test_long_rows(void **state) {
+    (void)state;
+    enter_vnni();
+    const kiln_kernels *k = kiln_kernels_get(KILN_Q3_K);
+    assert_non_null(k);
+    assert_true(k->rows_span >= KILN_QROWS * (8192 / KILN_QK_K) * (int64_t)sizeof(kiln_block_q3_k));
+    for (size_t i = 0; i < N_CASES; i++)
+        if (CASES[i].type == KILN_Q3_K) {
+            check(&CASES[i], 8192, 20, false);
+            check(&CASES[i], 5120, 36, false);
+        }
+}
+
 static void test_full_scale(void **state) {
     (void)state;
     enter_vnni();
@@ -167,6 +186,7 @@ int main(void) {
         cmocka_unit_test(test_table_names_them),
         cmocka_unit_test_teardown(test_shapes, leave),
         cmocka_unit_test_teardown(test_full_scale, leave),
+        cmocka_unit_test_teardown(test_long_rows, leave),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
