@@ -258,7 +258,7 @@ static void job_layout(mm_job *jobs, int n_jobs, int64_t n_in, int64_t n_tokens,
 /* Step 1, inside the region: the activations of job i (its own) in its
  * vec_dot_type, the tokens shared by the team (orphaned, no barrier: the
  * caller meets at one after every job's). */
-static void job_convert(const mm_job *j, uint8_t *buf, uint8_t *mine, const float *x, int64_t n_in,
+static void job_convert(const mm_job *j, uint8_t *buf, const float *x, int64_t n_in,
                         int64_t n_tokens) {
     if (!job_quant(j)) {
         if (j->round) {
@@ -355,7 +355,7 @@ static int run_jobs(mm_job *jobs, int n_jobs, int64_t n_in, const float *x, int6
     {
         uint8_t *mine = per_thread ? buf + shared + (size_t)omp_get_thread_num() * per_thread : NULL;
         for (int i = 0; i < n_jobs; i++)
-            if (jobs[i].src == i) job_convert(&jobs[i], buf, mine, x, n_in, n_tokens);
+            if (jobs[i].src == i) job_convert(&jobs[i], buf, x, n_in, n_tokens);
         if (any_shared_conv) {
 #pragma omp barrier
         }
