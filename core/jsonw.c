@@ -303,9 +303,13 @@ void kiln_jw_real(kiln_jsonw *w, double v) { commit(w, put_real(before(w, 48), v
 
 /* The kv_* calls write the key and its value in one reservation: the
  * separator, the key and its colon, then n more bytes at the pointer
- * returned. For keys of at most ESC_PIECE bytes (any other goes through
- * kiln_jw_keyn). */
+ * returned. A key longer than ESC_PIECE bytes is written piecewise by
+ * kiln_jw_keyn first, and only the value's n bytes are reserved. */
 static char *put_key(kiln_jsonw *w, const char *key, size_t len, size_t n) {
+    if (len > ESC_PIECE) {
+        kiln_jw_keyn(w, key, len);
+        return before(w, n);
+    }
     char *p = before(w, 6 * len + 4 + n);
     *p++ = '"';
     p = escape(p, (const unsigned char *)key, len);
@@ -317,7 +321,7 @@ static char *put_key(kiln_jsonw *w, const char *key, size_t len, size_t n) {
 
 void kiln_jw_kv_str(kiln_jsonw *w, const char *key, const char *s) {
     size_t key_len = strlen(key), len = strlen(s);
-    if (key_len > ESC_PIECE || len > ESC_PIECE) {
+    if (len > ESC_PIECE) {
         kiln_jw_keyn(w, key, key_len);
         kiln_jw_strn(w, s, len);
         return;
@@ -330,33 +334,15 @@ void kiln_jw_kv_str(kiln_jsonw *w, const char *key, const char *s) {
 }
 
 void kiln_jw_kv_int(kiln_jsonw *w, const char *key, int64_t v) {
-    size_t key_len = strlen(key);
-    if (key_len > ESC_PIECE) {
-        kiln_jw_keyn(w, key, key_len);
-        kiln_jw_int(w, v);
-        return;
-    }
-    commit(w, put_i64(put_key(w, key, key_len, 21), v));
+    commit(w, put_i64(put_key(w, key, strlen(key), 21), v));
 }
 
 void kiln_jw_kv_uint(kiln_jsonw *w, const char *key, uint64_t v) {
-    size_t key_len = strlen(key);
-    if (key_len > ESC_PIECE) {
-        kiln_jw_keyn(w, key, key_len);
-        kiln_jw_uint(w, v);
-        return;
-    }
-    commit(w, put_u64(put_key(w, key, key_len, 20), v));
+    commit(w, put_u64(put_key(w, key, strlen(key), 20), v));
 }
 
 void kiln_jw_kv_real(kiln_jsonw *w, const char *key, double v) {
-    size_t key_len = strlen(key);
-    if (key_len > ESC_PIECE) {
-        kiln_jw_keyn(w, key, key_len);
-        kiln_jw_real(w, v);
-        return;
-    }
-    commit(w, put_real(put_key(w, key, key_len, 48), v));
+    commit(w, put_real(put_key(w, key, strlen(key), 48), v));
 }
 
 void kiln_jw_finish(kiln_jsonw *w) {

@@ -14,6 +14,7 @@
 
 #include "../core/cpu.h"
 #include "../core/fp16.h"
+#include "../core/types.h"
 #include "../codec/quants.h"
 #include "../codec/search.h"
 
@@ -162,4 +163,10 @@ void kiln_act_round_f16(const float *x, float *y, int64_t n) {
 
 void kiln_act_round_bf16(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = kiln_bf16_to_fp32(kiln_fp32_to_bf16(x[i]));
+}
+
+void kiln_act_row(const kiln_qtype *qt, const float *x, void *dst, int64_t n) {
+    if (qt->act_type == KILN_Q8_K) kiln_act_q8_k(x, dst, n);
+    else if (qt->act_type == KILN_Q8_1) kiln_act_q8_1(x, dst, n);
+    else kiln_act_q8_0(x, dst, n);
 }

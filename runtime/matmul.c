@@ -275,9 +275,7 @@ static void job_convert(const mm_job *j, uint8_t *buf, const float *x, int64_t n
         const float *xt = x + t * n_in;
         uint8_t *at = act + t * act_row;
         if (t < j->ko.n_gemm) kiln_act_q8_k_x4(xt, (kiln_block_q8_k *)at, n_in);
-        else if (qt->act_type == KILN_Q8_K) kiln_act_q8_k(xt, (kiln_block_q8_k *)at, n_in);
-        else if (qt->act_type == KILN_Q8_1) kiln_act_q8_1(xt, (kiln_block_q8_1 *)at, n_in);
-        else kiln_act_q8_0(xt, (kiln_block_q8_0 *)at, n_in);
+        else kiln_act_row(qt, xt, at, n_in);
     }
 }
 

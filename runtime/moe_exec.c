@@ -122,9 +122,7 @@ static void to_act(const moe_mat *p, const float *x, const moe_in *in, int64_t i
         else memcpy(act, x, (size_t)p->n_in * sizeof(float));
         return;
     }
-    if (p->qt->act_type == KILN_Q8_K) kiln_act_q8_k(x, act, p->n_in);
-    else if (p->qt->act_type == KILN_Q8_1) kiln_act_q8_1(x, act, p->n_in);
-    else kiln_act_q8_0(x, act, p->n_in);
+    kiln_act_row(p->qt, x, act, p->n_in);
     if (pack) {
         const int64_t nb = p->n_in / p->qt->block;
         kiln_pact_pack(p->qt, act, p->n_in, in->u + i * p->n_in, in->d + i * nb,

@@ -225,6 +225,10 @@ typedef struct kiln_qtype {
                                * sums as vec_dot does (or never runs) */
 } kiln_qtype;
 
+/* One row of x (n values) in qt's vec_dot_type: Q8_K, Q8_1 or Q8_0 blocks
+ * as kiln_act_q8_k / _q8_1 / _q8_0 make them (act_quant.c). */
+void kiln_act_row(const kiln_qtype *qt, const float *x, void *dst, int64_t n);
+
 /* The reference dot product of every Q8_K type (vecdot_korder.c): unpack
  * each weight block, take the exact integer sums, combine them in `order`
  * (KILN_KORDER_GEMV / GEMM only for types with gemm_chunks > 0). */
