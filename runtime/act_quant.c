@@ -118,7 +118,66 @@ void kiln_act_q8_1(const float *x, kiln_block_q8_1 *y, int64_t n) {
     }
 }
 
+#ifdef __x86_64__
+/* One Q8_K block on AVX-512, as the scalar code below makes it: the same
+ * products iscale * x, rounded by the same 1.5 * 2^23 trick (so NaN and
+ * infinity give the scalar's levels too), the same clamp, and d = 1 /
+ * iscale; bsums are exact integer sums, in any order. x4: the sign rule
+ * of ggml_quantize_mat_q8_K_4x8 (+amax whenever it occurs), else the
+ * reference's (the first value of largest magnitude). The largest |x|
+ * does not depend on the order; _mm512_max_ps(a, m) keeps m where a is
+ * NaN, as the scalar search skips NaN. Batches of tokens are quantized a
+ * block at a time before every k-quant product, where the scalar loops
+ * cost a third as much as the products themselves on small models. */
+__attribute__((target("avx512f,avx512bw"))) static void q8_k_block_avx512(const float *x, kiln_block_q8_k *y,
+                                                                          bool x4) {
+    __m512 v[16], m = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        v[i] = _mm512_loadu_ps(x + 16 * i);
+        m = _mm512_max_ps(_mm512_abs_ps(v[i]), m);
+    }
+    const float amax = _mm512_reduce_max_ps(m);
+    if (!amax) {
+        memset(y, 0, sizeof *y);
+        return;
+    }
+    const __m512 va = _mm512_set1_ps(amax);
+    float max = -amax;
+    if (x4) {
+        for (int i = 0; i < 16; i++)
+            if (_mm512_cmp_ps_mask(v[i], va, _CMP_EQ_OQ)) max = amax;
+    } else {
+        for (int i = 0; i < 16; i++) {
+            const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), va, _CMP_EQ_OQ);
+            if (at) {
+                max = x[16 * i + __builtin_ctz(at)];
+                break;
+            }
+        }
+    }
+    const float iscale = -127.f / max;
+    const __m512 vs = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.f);
+    const __m512i low = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+    const __m512i top = _mm512_set1_epi32(127);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        const __m512i bits = _mm512_castps_si512(_mm512_add_ps(_mm512_mul_ps(vs, v[i]), magic));
+        const __m512i q = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(bits, low), bias), top);
+        _mm_storeu_si128((__m128i *)(y->qs + 16 * i), _mm512_cvtepi32_epi8(q));
+        y->bsums[i] = (int16_t)_mm512_reduce_add_epi32(q);
+    }
+    y->d = 1 / iscale;
+}
+#endif
+
 void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX512) {
+        for (int64_t b = 0; b < n / KILN_QK_K; b++) q8_k_block_avx512(x + b * KILN_QK_K, &y[b], false);
+        return;
+    }
+#endif
     kiln_quantize_row_q8_k_ref(x, y, n);
 }
 
@@ -128,6 +187,12 @@ void kiln_act_q8_k(const float *x, kiln_block_q8_k *y, int64_t n) {
  * +amax occurs too: then the block is redone with iscale = -127 / amax
  * (same rounding and clamp as the reference). */
 void kiln_act_q8_k_x4(const float *x, kiln_block_q8_k *y, int64_t n) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX512) {
+        for (int64_t b = 0; b < n / KILN_QK_K; b++) q8_k_block_avx512(x + b * KILN_QK_K, &y[b], true);
+        return;
+    }
+#endif
     kiln_quantize_row_q8_k_ref(x, y, n);
     for (int64_t b = 0; b < n / KILN_QK_K; b++) {
         const float *xb = x + b * KILN_QK_K;

@@ -8,8 +8,10 @@
  * are f32 dot products scaled by 1/sqrt(head_dim) inside the softmax; and
  * in KILN_NUM_GGML mode every sum is ordered as ggml's CPU backend orders
  * it (see kiln_attend). New keys and values are written straight into the
- * cache rows of their positions (consecutive), so a batch costs no extra
- * copies.
+ * cache rows of their positions (consecutive); a batch's V product reads a
+ * transposed copy of the V rows (c->vt, made once a call, as llama.cpp
+ * keeps its V cache), and its jobs are tiles of KILN_ATTN_TILE tokens of
+ * one head, which read each cache row once for the whole tile.
  *
  * KILN_ATTN_LLAMACPP instead follows ggml's CPU flash-attention kernel with
  * an F16 cache (attention_flash.c). */
@@ -23,16 +25,6 @@
 #include "../core/fp16.h"
 
 /* ---- KILN_ATTN_F32 ------------------------------------------------------ */
-
-/* o = sum over j < n_att of p[j] * v_j as llamafile's tinyBLAS computes a
- * batch's product with the transposed V cache: 16 fused chains, position j
- * in chain j % 16, then _mm512_reduce_add_ps. acc: 16 rows of hd. */
-static void kqv_tinyblas(const kiln_kv_cache *kv, int64_t il, int64_t off, const float *p, int64_t n_att,
-                         int64_t hd, float *acc, float *o) {
-    memset(acc, 0, (size_t)(16 * hd) * sizeof *acc);
-    kiln_vec_axpy_cyclic(acc, 16, hd, kiln_kv_v(kv, il, 0) + off, kv->row, p, n_att, hd);
-    kiln_reduce16_rows(acc, hd, o, hd);
-}
 
 /* The same as ggml_vec_dot_f32 over n_kv positions computes it: 64 chains
  * over the first n_kv & ~63, combined (c + c+32) + (c+16 + c+48) per lane
@@ -60,6 +52,19 @@ static void kqv_vecdot(const kiln_kv_cache *kv, int64_t il, int64_t off, const f
     }
 }
 
+/* Rows [0, n_rows) of KV head g's V cache transposed into vt (column d
+ * of the head at vt + d * ldt), zeros up to ldt: llama.cpp's own V layout
+ * for a batch's V product (kiln_vec_wsum16_tr). */
+static void transpose_v(const kiln_kv_cache *kv, int64_t il, int64_t g, int64_t hd, int64_t n_rows, int64_t ldt,
+                        float *vt) {
+    float *col = vt + g * hd * ldt;
+    for (int64_t j0 = 0; j0 < ldt; j0 += 16)
+        for (int64_t j = j0; j < j0 + 16; j++) {
+            const float *v = j < n_rows ? kiln_kv_v(kv, il, j) + g * hd : NULL;
+            for (int64_t d = 0; d < hd; d++) col[d * ldt + j] = v ? v[d] : 0.0f;
+        }
+}
+
 /* KILN_NUM_EXACT: scores and weighted sums in double, the same whatever
  * the batch. */
 static float dot_exact(const float *a, const float *b, int64_t n) {
@@ -77,57 +82,98 @@ static void kqv_exact(const kiln_kv_cache *kv, int64_t il, int64_t off, const fl
     }
 }
 
+/* What every job of one kiln_attend call shares. */
+typedef struct attn_call {
+    kiln_ctx *c;
+    int64_t il, hd, n_q, group, n_kv, row_len, ldt;
+    float scale, cap;
+    bool swa, exact, tinyblas, vt;
+    const float *sinks;
+} attn_call;
+
+/* One job: head h of tokens [t0, t0 + m) of the batch, m <= KILN_ATTN_TILE;
+ * rows: the worker's slice of c->work. */
+static void attend_tile(const attn_call *a, int64_t t0, int m, int64_t h, float *rows) {
+    kiln_ctx *c = a->c;
+    const kiln_hparams *hp = &c->m->hp;
+    const kiln_kv_cache *kv = &c->kv;
+    const int64_t il = a->il, hd = a->hd, n_q = a->n_q, off = (h / a->group) * hd, n_past = c->n_past;
+    float *acc = rows + KILN_ATTN_TILE * a->row_len;
+    const float *q0 = c->q + t0 * n_q + h * hd;
+    float *o0 = c->att + t0 * n_q + h * hd;
+    int64_t n_att[KILN_ATTN_TILE]; /* causal: each token sees itself and before */
+    for (int i = 0; i < m; i++) n_att[i] = n_past + t0 + i + 1;
+    if (!a->exact) kiln_vec_dot_f32_rows_multi(q0, n_q, m, kiln_kv_k(kv, il, 0) + off, kv->row, n_att, hd, rows, a->row_len);
+    for (int i = 0; i < m; i++) {
+        float *s = rows + i * a->row_len;
+        const int64_t lo = a->swa ? kiln_window_start(hp, n_past + t0 + i) : 0; /* sliding: masked below */
+        if (a->exact) {
+            for (int64_t j = 0; j < n_att[i]; j++) s[j] = dot_exact(q0 + i * n_q, kiln_kv_k(kv, il, j) + off, hd);
+            kiln_mask_scores(s, lo, n_att[i], a->cap);
+            if (a->sinks) kiln_softmax_sink(s, n_att[i], a->scale, a->sinks[h], KILN_NUM_EXACT);
+            else kiln_softmax(s, n_att[i], a->scale, KILN_NUM_EXACT);
+            kqv_exact(kv, il, off, s, n_att[i], hd, o0 + i * n_q);
+            continue;
+        }
+        /* ggml's softmax row is n_kv long, but the masked cells past the
+         * last 16-value block that holds a visible one add exact zeros to
+         * its sum (a block at a time, in double), and nothing reads their
+         * weights: that block is where the row can end, the same bits at
+         * a fraction of the cost early in a batch or a decode */
+        const int64_t n_soft = (n_att[i] + 15) / 16 * 16 < a->n_kv ? (n_att[i] + 15) / 16 * 16 : a->n_kv;
+        for (int64_t j = n_att[i]; j < n_soft; j++) s[j] = -INFINITY;
+        kiln_mask_scores(s, lo, n_att[i], a->cap);
+        if (a->sinks) kiln_softmax_sink(s, n_soft, a->scale, a->sinks[h], KILN_NUM_GGML); /* gpt-oss */
+        else kiln_softmax(s, n_soft, a->scale, KILN_NUM_GGML);
+        if (!a->tinyblas) kqv_vecdot(kv, il, off, s, n_att[i], a->n_kv, hd, acc, o0 + i * n_q);
+    }
+    if (a->exact || !a->tinyblas) return;
+    if (a->vt) kiln_vec_wsum16_tr(c->vt + off * a->ldt, a->ldt, rows, a->row_len, n_att, m, hd, o0, n_q);
+    else kiln_vec_wsum16_multi(kiln_kv_v(kv, il, 0) + off, kv->row, rows, a->row_len, n_att, m, hd, acc, o0, n_q);
+}
+
 void kiln_attend(kiln_ctx *c, int64_t il, int64_t n) {
     if (c->p.attention != KILN_ATTN_F32) {
         kiln_attend_flash(c, il, n);
         return;
     }
     const kiln_hparams *hp = &c->m->hp;
-    const int64_t hd = hp->head_dim, nh = hp->n_head, n_q = hd * nh;
-    const int64_t group = nh / hp->n_head_kv, n_past = c->n_past;
+    const int64_t hd = hp->head_dim, nh = hp->n_head;
     /* llama.cpp's KV view (llama_kv_cache::get_n_kv) holds the cells in
      * use rounded up to a multiple of 256, and its cache has room for
      * that (llama_context pads n_ctx to 256): softmax rows are n_kv long,
      * masked beyond each token, and the V product goes to tinyBLAS for
-     * batches of 2+ tokens, else to ggml_vec_dot_f32 */
-    const int64_t n_kv = kiln_kv_view(n_past + n);
-    const bool tinyblas = n >= 2 && n_kv % 16 == 0 && hd % 4 == 0, exact = c->p.mode == KILN_NUM_EXACT;
-    const float scale = kiln_attn_scale(hp), cap = hp->attn_softcap;
-    const bool swa = kiln_layer_slides(hp, il);
-    const kiln_kv_cache *kv = &c->kv;
+     * batches of 2+ tokens, else to ggml_vec_dot_f32. tinyBLAS's order
+     * (llamafile's product with the transposed V cache): 16 fused chains,
+     * position j in chain j % 16, then _mm512_reduce_add_ps
+     * (kiln_vec_wsum16_multi); where kiln_vec_wsum16_tr has a kernel, from
+     * a copy of the V rows transposed as llama.cpp keeps them, made once
+     * a call (c->vt: allocated for contexts that take batches). */
+    const int64_t n_kv = kiln_kv_view(c->n_past + n);
+    attn_call a = {.c = c, .il = il, .hd = hd, .n_q = hd * nh, .group = nh / hp->n_head_kv, .n_kv = n_kv,
+                   .row_len = kiln_kv_view(c->n_ctx), .ldt = (c->n_past + n + 15) / 16 * 16,
+                   .scale = kiln_attn_scale(hp), .cap = hp->attn_softcap, .swa = kiln_layer_slides(hp, il),
+                   .exact = c->p.mode == KILN_NUM_EXACT, .tinyblas = n >= 2 && n_kv % 16 == 0 && hd % 4 == 0};
     const kiln_tensor *sink_t = c->m->layers[il].attn_sinks;
-    const float *sinks = sink_t ? (const float *)sink_t->data : NULL;
+    a.sinks = sink_t ? (const float *)sink_t->data : NULL;
+    a.vt = !a.exact && a.tinyblas && c->vt && kiln_vec_wsum16_tr(NULL, 0, NULL, 0, NULL, 0, hd, NULL, 0);
+    /* a job: one head of up to KILN_ATTN_TILE consecutive tokens, whose
+     * cache rows are read once for all of them */
+    const int64_t n_tiles = (n + KILN_ATTN_TILE - 1) / KILN_ATTN_TILE;
     /* threads only pay off once there is real work (par.h) */
     const double work = (double)n * (double)nh * (double)n_kv * (double)hd;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (work > 1e6)
-    for (int64_t job = 0; job < n * nh; job++) {
-        const int64_t t = job / nh, h = job % nh, off = (h / group) * hd;
-        const int64_t n_att = n_past + t + 1; /* causal: itself and before */
-        const int64_t lo = swa ? kiln_window_start(hp, n_past + t) : 0; /* sliding: masked below */
-        float *s = c->work + (int64_t)omp_get_thread_num() * c->work_stride, *acc = s + kiln_kv_view(c->n_ctx);
-        const float *qh = c->q + t * n_q + h * hd;
-        float *o = c->att + t * n_q + h * hd;
-        if (exact) {
-            for (int64_t j = 0; j < n_att; j++) s[j] = dot_exact(qh, kiln_kv_k(kv, il, j) + off, hd);
-            kiln_mask_scores(s, lo, n_att, cap);
-            if (sinks) kiln_softmax_sink(s, n_att, scale, sinks[h], KILN_NUM_EXACT);
-            else kiln_softmax(s, n_att, scale, KILN_NUM_EXACT);
-            kqv_exact(kv, il, off, s, n_att, hd, o);
-            continue;
+#pragma omp parallel num_threads(c->n_threads) if (work > 1e6)
+    {
+        if (a.vt) {
+#pragma omp for schedule(static)
+            for (int64_t g = 0; g < hp->n_head_kv; g++) transpose_v(&c->kv, il, g, hd, c->n_past + n, a.ldt, c->vt);
         }
-        kiln_vec_dot_f32_rows(qh, kiln_kv_k(kv, il, 0) + off, kv->row, n_att, hd, s);
-        /* ggml's softmax row is n_kv long, but the masked cells past the
-         * last 16-value block that holds a visible one add exact zeros to
-         * its sum (a block at a time, in double), and nothing reads their
-         * weights: that block is where the row can end, the same bits at
-         * a fraction of the cost early in a batch or a decode */
-        const int64_t n_soft = (n_att + 15) / 16 * 16 < n_kv ? (n_att + 15) / 16 * 16 : n_kv;
-        for (int64_t j = n_att; j < n_soft; j++) s[j] = -INFINITY;
-        kiln_mask_scores(s, lo, n_att, cap);
-        if (sinks) kiln_softmax_sink(s, n_soft, scale, sinks[h], KILN_NUM_GGML); /* gpt-oss */
-        else kiln_softmax(s, n_soft, scale, KILN_NUM_GGML);
-        if (tinyblas) kqv_tinyblas(kv, il, off, s, n_att, hd, acc, o);
-        else kqv_vecdot(kv, il, off, s, n_att, n_kv, hd, acc, o);
+        float *rows = c->work + (int64_t)omp_get_thread_num() * c->work_stride;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t job = 0; job < n_tiles * nh; job++) {
+            const int64_t t0 = job / nh * KILN_ATTN_TILE;
+            attend_tile(&a, t0, (int)(n - t0 < KILN_ATTN_TILE ? n - t0 : KILN_ATTN_TILE), job % nh, rows);
+        }
     }
 }
 

@@ -41,6 +41,10 @@ static int alloc_scratch(kiln_ctx *c) {
                              (int64_t)c->n_threads * c->work_stride};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!(*bufs[i] = malloc((size_t)sizes[i] * sizeof(float)))) return -1;
+    /* the f32 attention's transposed V rows, for batches */
+    if (c->p.attention == KILN_ATTN_F32 && b > 1 &&
+        !(c->vt = malloc((size_t)(hp->n_head_kv * hp->head_dim * kiln_kv_view(c->n_ctx)) * sizeof(float))))
+        return -1;
     if (hp->arch == KILN_ARCH_DEEPSEEK2 && !(c->mla = malloc((size_t)(b * kiln_deepseek2_scratch(hp)) * sizeof(float))))
         return -1;
     if (hp->n_expert == 0) return 0;
@@ -80,7 +84,8 @@ kiln_ctx *kiln_ctx_new(const kiln_model *m, const kiln_ctx_params *p, kiln_err *
     c->n_batch = c->n_ctx < KILN_MAX_BATCH ? c->n_ctx : KILN_MAX_BATCH;
     c->n_threads = omp_get_max_threads();
     if (c->n_threads < 1) c->n_threads = 1;
-    c->work_stride = max64(kiln_kv_view(c->n_ctx) + 64 * hp->head_dim, kiln_attend_flash_scratch(hp->head_dim));
+    c->work_stride = max64(KILN_ATTN_TILE * kiln_kv_view(c->n_ctx) + 64 * hp->head_dim,
+                           kiln_attend_flash_scratch(hp->head_dim));
     c->rope = (kiln_rope){.n_rot = hp->n_rot, .neox = hp->rope_neox, .freq_base = hp->rope_freq_base,
                           .freq_scale = hp->rope_freq_scale,
                           .freq_factors = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL,
@@ -110,7 +115,7 @@ void kiln_ctx_free(kiln_ctx *c) {
     kiln_ds4_state_free(c->ds4);
     void *bufs[] = {c->x,  c->xn,     c->q,    c->att,   c->tmp,   c->ff_a,   c->ff_b,
                     c->rope_cs, c->rope_cs_swa, c->work, c->router, c->sel, c->sel_w, c->rows, c->ex_in,
-                    c->ex_out, c->ex_round, c->slot_out, c->sh_gate, c->mla};
+                    c->ex_out, c->ex_round, c->slot_out, c->sh_gate, c->mla, c->vt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }

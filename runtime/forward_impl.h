@@ -33,10 +33,13 @@ struct kiln_ctx {
     float *ff_a, *ff_b; /* FFN hidden activations, largest FFN width */
     float *rope_cs;    /* RoPE (cos, sin) of each token, n_rot */
     float *rope_cs_swa; /* the same with rope_swa, when the model slides */
-    float *work;       /* per worker: kiln_kv_view(n_ctx) attention weights, then 64 rows
-                        * of head_dim partial sums, or the flash kernel's
-                        * tiles (work_stride floats) */
+    float *work;       /* per worker: KILN_ATTN_TILE rows of kiln_kv_view(n_ctx)
+                        * attention weights, then 64 rows of head_dim
+                        * partial sums, or the flash kernel's tiles
+                        * (work_stride floats) */
     int64_t work_stride;
+    float *vt;         /* KILN_ATTN_F32: a layer's V rows transposed for a batch,
+                        * kiln_kv_view(n_ctx) per KV column (attention.c) */
 
     /* MoE routing: per token the selected experts and their weights, and
      * per (token, slot) the weighted expert output, summed in slot order */
@@ -121,6 +124,10 @@ static inline int64_t kiln_window_start(const kiln_hparams *hp, int64_t pos) {
 /* Raw scores s[0..n_att) of one query: soft-capped (cap != 0) as ggml's
  * non-flash graph does, then -INFINITY below the window start lo. */
 void kiln_mask_scores(float *s, int64_t lo, int64_t n_att, float cap);
+
+/* Tokens of a batch kiln_attend's f32 path takes together for one head:
+ * their scores and V sums read each cache row once for all of them. */
+#define KILN_ATTN_TILE 8
 
 /* kiln_attend's KILN_ATTN_LLAMACPP path (attention_flash.c). */
 void kiln_attend_flash(kiln_ctx *c, int64_t il, int64_t n);

@@ -18,15 +18,30 @@
 
 /* ---- norms ------------------------------------------------------------- */
 
+/* y[i] = (x[i] * scale) * w[i] (w set) or x[i] * scale for the whole 16s
+ * of n; returns how many it did. */
+__attribute__((target("avx512f"))) static int64_t rms_scale_avx512(const float *x, const float *w, float *y,
+                                                                    int64_t n, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vs);
+        _mm512_storeu_ps(y + i, w ? _mm512_mul_ps(v, _mm512_loadu_ps(w + i)) : v);
+    }
+    return i;
+}
+
 /* y = x scaled by the RMS of its n values whose squares sum to `sum`,
  * times w (when set). */
 static void rms_apply(const float *x, const float *w, float *y, int64_t n, double sum, float eps) {
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
+    /* two rounded products per value at every level: the same bits */
+    int64_t i = kiln_simd() >= KILN_SIMD_AVX512 ? rms_scale_avx512(x, w, y, n, scale) : 0;
     if (w)
-        for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+        for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
     else
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+        for (; i < n; i++) y[i] = x[i] * scale;
 }
 
 void kiln_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
@@ -237,12 +252,43 @@ double kiln_exp_sum(float *x, int64_t n, float max) {
     return sum;
 }
 
-void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
+/* x[0..n) *= scale; returns the largest (NaN skipped, -INFINITY for
+ * none). A maximum does not depend on the order: only the sign of a
+ * zero maximum can, and exp(x - max) does not see it. */
+static float scale_max_scalar(float *x, int64_t n, float scale) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
         x[i] *= scale;
         if (x[i] > max) max = x[i];
     }
+    return max;
+}
+
+/* _mm512_max_ps(v, m) keeps m where v is NaN, as the scalar skips it. */
+__attribute__((target("avx512f"))) static float scale_max_avx512(float *x, int64_t n, float scale) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vs);
+        _mm512_storeu_ps(x + i, v);
+        m = _mm512_max_ps(v, m);
+    }
+    const float head = _mm512_reduce_max_ps(m), rest = scale_max_scalar(x + i, n - i, scale);
+    return rest > head ? rest : head;
+}
+
+/* x[0..n) *= s, each one rounded product. */
+__attribute__((target("avx512f"))) static void scale_avx512(float *x, int64_t n, float s) {
+    const __m512 vs = _mm512_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+    for (; i < n; i++) x[i] *= s;
+}
+
+void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
+    const bool avx512 = kiln_simd() >= KILN_SIMD_AVX512;
+    const float max = avx512 ? scale_max_avx512(x, n, scale) : scale_max_scalar(x, n, scale);
     if (max == -INFINITY) {
         /* nothing to attend to: exp(-inf - -inf) would be NaN */
         memset(x, 0, (size_t)n * sizeof *x);
@@ -255,6 +301,10 @@ void kiln_softmax(float *x, int64_t n, float scale, kiln_numeric_mode mode) {
         return;
     }
     const float inv = (float)(1.0 / kiln_exp_sum(x, n, max));
+    if (avx512) {
+        scale_avx512(x, n, inv);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
@@ -433,13 +483,107 @@ float kiln_vec_dot_f32(const float *a, const float *b, int64_t n) {
     return kiln_vec_dot_f32_tail(kiln_vec_dot(a, b, np), a, b, np, n);
 }
 
+/* Sixteen rows' _mm512_reduce_add_ps at once: out lane j = the reduction
+ * of r[j], every add the one reduce16 makes (halves, quarters, then
+ * (v0 + v2) + (v1 + v3)), with the rows transposed by shuffles as they
+ * halve. Row by row, the reduction's chain of dependent shuffles and adds
+ * cost more than the row's products (attention scores over 64-wide
+ * heads). */
+__attribute__((target("avx512f"))) static inline __m512 reduce16_x16(const __m512 r[16]) {
+    __m512 h8[8], h4[4], h2[2];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) /* [r_j | r_j+8] halves: 8 sums each */
+        h8[j] = _mm512_add_ps(_mm512_shuffle_f32x4(r[j], r[j + 8], 0xEE), _mm512_shuffle_f32x4(r[j], r[j + 8], 0x44));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) /* quarters: lanes of rows j, j+8, j+4, j+12 */
+        h4[j] = _mm512_add_ps(_mm512_shuffle_f32x4(h8[j], h8[j + 4], 0xDD), _mm512_shuffle_f32x4(h8[j], h8[j + 4], 0x88));
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) /* v0 + v2 and v1 + v3 of two rows a lane */
+        h2[j] = _mm512_add_ps(_mm512_shuffle_ps(h4[j], h4[j + 2], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(h4[j], h4[j + 2], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(h2[0], h2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm512_shuffle_ps(h2[0], h2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* sums holds rows 0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15 */
+    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    return _mm512_permutexvar_ps(order, sums);
+}
+
 /* The row loops of kiln_vec_dot_f32_rows, one per level, so that the
- * level's dot inlines into them. */
+ * level's dot inlines into them. AVX-512: sixteen rows at a time, each
+ * row's four accumulators as dot_avx512 keeps them, reduced together. */
 __attribute__((target("avx512f"))) static void dot_rows_avx512(const float *a, const float *b, int64_t stride,
-                                                               int64_t rows, int64_t n, float *out) {
+                                                               int64_t j, int64_t rows, int64_t n, float *out) {
     const int64_t np = n & ~(int64_t)63;
-    for (int64_t j = 0; j < rows; j++)
+    for (; np > 0 && j + 16 <= rows; j += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; l++) {
+            const float *bl = b + (j + l) * stride;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int64_t i = 0; i < np; i += 64) {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(bl + i), s0);
+                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(bl + i + 16), s1);
+                s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(bl + i + 32), s2);
+                s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(bl + i + 48), s3);
+            }
+            r[l] = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+        }
+        _mm512_storeu_ps(out + j, reduce16_x16(r));
+        if (n > np)
+            for (int l = 0; l < 16; l++) out[j + l] = kiln_vec_dot_f32_tail(out[j + l], a, b + (j + l) * stride, np, n);
+    }
+    for (; j < rows; j++)
         out[j] = kiln_vec_dot_f32_tail(dot_avx512(a, b + j * stride, np), a, b + j * stride, np, n);
+}
+
+/* Rows [j, j + 8) of two 64-wide queries a and b: each row's four
+ * products as dot_avx512 accumulates them (onto zeros), the eight rows of
+ * a then the eight of b reduced together. The queries stay in registers
+ * and each row is loaded once for both: loads, not arithmetic, bound
+ * these dots (one query at a time loads two vectors per multiply-add). */
+__attribute__((target("avx512f"))) static inline void dot_rows8x2_avx512(const __m512 qa[4], const __m512 qb[4],
+                                                                        const float *k, int64_t stride, int64_t j,
+                                                                        float *out_a, float *out_b) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 r[16];
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; l++) {
+        const float *kl = k + (j + l) * stride;
+        const __m512 k0 = _mm512_loadu_ps(kl), k1 = _mm512_loadu_ps(kl + 16);
+        const __m512 k2 = _mm512_loadu_ps(kl + 32), k3 = _mm512_loadu_ps(kl + 48);
+        r[l] = _mm512_add_ps(_mm512_add_ps(_mm512_fmadd_ps(qa[0], k0, z), _mm512_fmadd_ps(qa[2], k2, z)),
+                             _mm512_add_ps(_mm512_fmadd_ps(qa[1], k1, z), _mm512_fmadd_ps(qa[3], k3, z)));
+        r[8 + l] = _mm512_add_ps(_mm512_add_ps(_mm512_fmadd_ps(qb[0], k0, z), _mm512_fmadd_ps(qb[2], k2, z)),
+                                 _mm512_add_ps(_mm512_fmadd_ps(qb[1], k1, z), _mm512_fmadd_ps(qb[3], k3, z)));
+    }
+    const __m512 sums = reduce16_x16(r);
+    _mm256_storeu_ps(out_a + j, _mm512_castps512_ps256(sums));
+    _mm256_storeu_ps(out_b + j, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)));
+}
+
+/* kiln_vec_dot_f32_rows_multi on AVX-512: 64-wide queries in pairs over
+ * their common rows, eight rows at a time (dot_rows8x2_avx512); the rows
+ * only one of a pair has, a last unpaired query and other widths as
+ * kiln_vec_dot_f32_rows. */
+__attribute__((target("avx512f"))) static void dot_rows_multi_avx512(const float *a, int64_t lda, int m,
+                                                                     const float *b, int64_t stride,
+                                                                     const int64_t *rows, int64_t n, float *out,
+                                                                     int64_t ldo) {
+    int i = 0;
+    for (; n == 64 && i + 2 <= m; i += 2) {
+        const float *qa = a + i * lda, *qb = qa + lda;
+        float *oa = out + i * ldo, *ob = oa + ldo;
+        const __m512 va[4] = {_mm512_loadu_ps(qa), _mm512_loadu_ps(qa + 16), _mm512_loadu_ps(qa + 32),
+                              _mm512_loadu_ps(qa + 48)};
+        const __m512 vb[4] = {_mm512_loadu_ps(qb), _mm512_loadu_ps(qb + 16), _mm512_loadu_ps(qb + 32),
+                              _mm512_loadu_ps(qb + 48)};
+        const int64_t both = rows[i] < rows[i + 1] ? rows[i] : rows[i + 1];
+        int64_t j = 0;
+        for (; j + 8 <= both; j += 8) dot_rows8x2_avx512(va, vb, b, stride, j, oa, ob);
+        dot_rows_avx512(qa, b, stride, j, rows[i], n, oa);
+        dot_rows_avx512(qb, b, stride, j, rows[i + 1], n, ob);
+    }
+    for (; i < m; i++) dot_rows_avx512(a + i * lda, b, stride, 0, rows[i], n, out + i * ldo);
 }
 
 __attribute__((target("avx2,fma"))) static void dot_rows_avx2(const float *a, const float *b, int64_t stride,
@@ -451,10 +595,19 @@ __attribute__((target("avx2,fma"))) static void dot_rows_avx2(const float *a, co
 
 void kiln_vec_dot_f32_rows(const float *a, const float *b, int64_t stride, int64_t rows, int64_t n, float *out) {
     const kiln_simd_level lvl = kiln_simd();
-    if (lvl >= KILN_SIMD_AVX512) dot_rows_avx512(a, b, stride, rows, n, out);
+    if (lvl >= KILN_SIMD_AVX512) dot_rows_avx512(a, b, stride, 0, rows, n, out);
     else if (lvl >= KILN_SIMD_AVX2) dot_rows_avx2(a, b, stride, rows, n, out);
     else
         for (int64_t j = 0; j < rows; j++) out[j] = kiln_vec_dot_f32(a, b + j * stride, n);
+}
+
+void kiln_vec_dot_f32_rows_multi(const float *a, int64_t lda, int m, const float *b, int64_t stride,
+                                 const int64_t *rows, int64_t n, float *out, int64_t ldo) {
+    if (kiln_simd() >= KILN_SIMD_AVX512) {
+        dot_rows_multi_avx512(a, lda, m, b, stride, rows, n, out, ldo);
+        return;
+    }
+    for (int i = 0; i < m; i++) kiln_vec_dot_f32_rows(a + i * lda, b, stride, rows[i], n, out + i * ldo);
 }
 
 __attribute__((target("avx512f"))) static void axpy_avx512(float *y, const float *x, float a, int64_t n) {
@@ -508,6 +661,73 @@ void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n) {
     kiln_vec_add(rows, rows + 2 * stride, n);
     kiln_vec_add(rows + stride, rows + 3 * stride, n);
     for (int64_t j = 0; j < n; j++) out[j] = rows[j] + rows[stride + j];
+}
+
+void kiln_vec_wsum16_multi(const float *x, int64_t stride, const float *p, int64_t ldp, const int64_t *rows, int m,
+                           int64_t n, float *acc, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        memset(acc, 0, (size_t)(16 * n) * sizeof *acc);
+        kiln_vec_axpy_cyclic(acc, 16, n, x, stride, p + i * ldp, rows[i], n);
+        kiln_reduce16_rows(acc, n, o + i * ldo, n);
+    }
+}
+
+/* kiln_vec_wsum16_tr on AVX-512 for four queries (repeats allowed) and
+ * columns [d, d + 4): lane l of a column's vector is chain l, so a block
+ * of 16 rows is one multiply-add per query and column with the block's 16
+ * weights as one vector (masked past the query's rows), each column's
+ * vector loaded once for the four queries; then the sixteen (query,
+ * column) vectors are reduced together (reduce16_x16: the order of
+ * kiln_reduce16_rows, column by column). */
+__attribute__((target("avx512f"))) static void wsum16_tr_quad(const float *xt, int64_t ldx, const float *const p[4],
+                                                              const int64_t r[4], int64_t d, float *const o[4]) {
+    __m512 c[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) c[k] = _mm512_setzero_ps();
+    int64_t most = 0;
+    for (int q = 0; q < 4; q++) most = r[q] > most ? r[q] : most;
+    for (int64_t j = 0; j < most; j += 16) {
+        __mmask16 mq[4];
+        __m512 wq[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            mq[q] = j + 16 <= r[q] ? 0xFFFF : j < r[q] ? (__mmask16)((1u << (r[q] - j)) - 1) : 0;
+            wq[q] = _mm512_maskz_loadu_ps(mq[q], p[q] + j);
+        }
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; l++) {
+            const __m512 x = _mm512_loadu_ps(xt + (d + l) * ldx + j);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) c[4 * q + l] = _mm512_mask3_fmadd_ps(x, wq[q], c[4 * q + l], mq[q]);
+        }
+    }
+    const __m512 sums = reduce16_x16(c);
+    _mm_storeu_ps(o[0] + d, _mm512_extractf32x4_ps(sums, 0));
+    _mm_storeu_ps(o[1] + d, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(o[2] + d, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(o[3] + d, _mm512_extractf32x4_ps(sums, 3));
+}
+
+__attribute__((target("avx512f"))) static void wsum16_tr_avx512(const float *xt, int64_t ldx, const float *p,
+                                                                int64_t ldp, const int64_t *rows, int m, int64_t n,
+                                                                float *o, int64_t ldo) {
+    for (int i = 0; i < m; i += 4) {
+        const float *pq[4];
+        int64_t rq[4];
+        float *oq[4];
+        for (int q = 0; q < 4; q++) { /* a short last group repeats its last query */
+            const int k = i + q < m ? i + q : m - 1;
+            pq[q] = p + k * ldp, rq[q] = rows[k], oq[q] = o + k * ldo;
+        }
+        for (int64_t d = 0; d < n; d += 4) wsum16_tr_quad(xt, ldx, pq, rq, d, oq);
+    }
+}
+
+bool kiln_vec_wsum16_tr(const float *xt, int64_t ldx, const float *p, int64_t ldp, const int64_t *rows, int m,
+                        int64_t n, float *o, int64_t ldo) {
+    if (kiln_simd() < KILN_SIMD_AVX512 || n % 4) return false;
+    wsum16_tr_avx512(xt, ldx, p, ldp, rows, m, n, o, ldo);
+    return true;
 }
 
 /* ---- Gemma's soft-cap and gated GELU ---------------------------------------- */

@@ -112,6 +112,13 @@ float kiln_vec_dot_f32(const float *a, const float *b, int64_t n);
  * small model's prompt). */
 void kiln_vec_dot_f32_rows(const float *a, const float *b, int64_t stride, int64_t rows, int64_t n, float *out);
 
+/* kiln_vec_dot_f32_rows for m queries a + i * lda against the same rows
+ * b: out + i * ldo gets the scores of its first rows[i] rows, the same
+ * bits as m calls, each block of rows read from memory once for all of
+ * them (attention's scores for a tile of a batch's tokens). */
+void kiln_vec_dot_f32_rows_multi(const float *a, int64_t lda, int m, const float *b, int64_t stride,
+                                 const int64_t *rows, int64_t n, float *out, int64_t ldo);
+
 /* y += a * x, each element one fused multiply-add. */
 void kiln_vec_axpy(float *y, const float *x, float a, int64_t n);
 
@@ -125,5 +132,22 @@ void kiln_vec_axpy_cyclic(float *acc, int64_t m, int64_t ld, const float *x, int
  * element in the order of _mm512_reduce_add_ps over the 16 rows. Clobbers
  * the rows. */
 void kiln_reduce16_rows(float *rows, int64_t stride, float *out, int64_t n);
+
+/* For each of m queries i: o + i * ldo gets the sum over j < rows[i] of
+ * (p + i * ldp)[j] * (x + j * stride)[0..n) in 16 chains, row j in chain
+ * j % 16, reduced as kiln_reduce16_rows (llamafile's tinyBLAS order for
+ * attention's V product): zeroed acc (16 * n floats of scratch),
+ * kiln_vec_axpy_cyclic(acc, 16, n, ...) and kiln_reduce16_rows. */
+void kiln_vec_wsum16_multi(const float *x, int64_t stride, const float *p, int64_t ldp, const int64_t *rows, int m,
+                           int64_t n, float *acc, float *o, int64_t ldo);
+
+/* kiln_vec_wsum16_multi with the rows given transposed: column d of the
+ * rows is xt + d * ldx (llama.cpp's V cache layout, v_trans), padded
+ * with anything readable to a whole 16 past the longest rows[i]; the
+ * same bits, each 16 rows' weights one vector. Returns false (and does
+ * nothing) where it has no kernel: below AVX-512, or n % 4 != 0; with
+ * m = 0 it only answers that. */
+bool kiln_vec_wsum16_tr(const float *xt, int64_t ldx, const float *p, int64_t ldp, const int64_t *rows, int m,
+                        int64_t n, float *o, int64_t ldo);
 
 #endif

@@ -19,9 +19,32 @@
 
 #include <string.h>
 
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
+
 int64_t kiln_panel_bytes(const kiln_qtype *qt, int64_t n_in) {
     int64_t nb = n_in / qt->block;
     return nb * (int64_t)(qt->block == KILN_QK ? sizeof(kiln_pblk32) : sizeof(kiln_pblk256));
+}
+
+/* u[0..n) = q + 128, n a multiple of 32: the sign bit flipped. */
+#ifdef __x86_64__
+__attribute__((target("avx2"))) static void to_unsigned_avx2(const int8_t *q, uint8_t *u, int n) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int j = 0; j < n; j += 32)
+        _mm256_storeu_si256((__m256i *)(u + j), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + j)), flip));
+}
+#endif
+
+static void to_unsigned(const int8_t *q, uint8_t *u, int n) {
+#ifdef __x86_64__
+    if (kiln_simd() >= KILN_SIMD_AVX2) {
+        to_unsigned_avx2(q, u, n);
+        return;
+    }
+#endif
+    for (int j = 0; j < n; j++) u[j] = (uint8_t)(q[j] ^ 0x80);
 }
 
 void kiln_pact_pack(const kiln_qtype *qt, const void *act, int64_t n, uint8_t *u, float *d,
@@ -29,14 +52,14 @@ void kiln_pact_pack(const kiln_qtype *qt, const void *act, int64_t n, uint8_t *u
     if (qt->act_type == KILN_Q8_0) {
         const kiln_block_q8_0 *a = act;
         for (int64_t b = 0; b < n / KILN_QK; b++) {
-            for (int j = 0; j < KILN_QK; j++) u[KILN_QK * b + j] = (uint8_t)(a[b].qs[j] ^ 0x80);
+            to_unsigned(a[b].qs, u + KILN_QK * b, KILN_QK);
             d[b] = kiln_fp16_to_fp32(a[b].d);
         }
         return;
     }
     const kiln_block_q8_k *a = act;
     for (int64_t b = 0; b < n / KILN_QK_K; b++) {
-        for (int j = 0; j < KILN_QK_K; j++) u[KILN_QK_K * b + j] = (uint8_t)(a[b].qs[j] ^ 0x80);
+        to_unsigned(a[b].qs, u + KILN_QK_K * b, KILN_QK_K);
         d[b] = a[b].d;
         memcpy(bsums + 16 * b, a[b].bsums, sizeof a[b].bsums);
     }
@@ -83,7 +106,6 @@ static void pack256_scalar(const kiln_qblock *q, kiln_pblk256 *P) {
 
 #ifdef __x86_64__
 /* ---- AVX-512 packing: the interleave as a register transpose ----------- */
-#include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 /* 32 bytes of each of 16 rows (row r at src + r * stride), seen as 8
