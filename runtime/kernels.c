@@ -117,19 +117,23 @@
                                      [KILN_KORDER_TINY] = X86(kiln_qgemm_vnni_lanes8_t2)}},          \
     }
 
-/* The float types share their kernels (the type is an argument). */
-#define FLOAT_ISA                                                                                          \
-    {                                                                                                      \
-        [KILN_ISA_SCALAR] = {.vec = {kiln_fggml_vec_ref, kiln_fggml_ref_scratch},                          \
-                             .tiny = {kiln_fggml_tiny_ref, kiln_fggml_ref_scratch}},                       \
-        [KILN_ISA_AVX2] = {.vec = {X86(kiln_fggml_vec_avx2), NULL},                                        \
-                           .tiny = {X86(kiln_fggml_tiny_avx2), X86(kiln_fggml_tiny_avx2_scratch)}},        \
-        [KILN_ISA_AVX512] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                    \
-                             .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch)}, \
-                             .exact_decode = X86(kiln_fdecode_avx512)},                                    \
-        [KILN_ISA_VNNI] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                      \
-                           .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch)},   \
-                           .exact_decode = X86(kiln_fdecode_avx512)},                                      \
+/* The float types share their kernels (the type is an argument); from
+ * AVX-512 up, tinyBLAS's F16 / BF16 products take the activations in 16
+ * bits (run16). */
+#define FLOAT_ISA                                                                                       \
+    {                                                                                                   \
+        [KILN_ISA_SCALAR] = {.vec = {kiln_fggml_vec_ref, kiln_fggml_ref_scratch},                       \
+                             .tiny = {kiln_fggml_tiny_ref, kiln_fggml_ref_scratch}},                    \
+        [KILN_ISA_AVX2] = {.vec = {X86(kiln_fggml_vec_avx2), NULL},                                     \
+                           .tiny = {X86(kiln_fggml_tiny_avx2), X86(kiln_fggml_tiny_avx2_scratch)}},     \
+        [KILN_ISA_AVX512] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                 \
+                             .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch), \
+                                      X86(kiln_fggml_tiny16_avx512)},                                   \
+                             .exact_decode = X86(kiln_fdecode_avx512)},                                 \
+        [KILN_ISA_VNNI] = {.vec = {X86(kiln_fggml_vec_avx512), NULL},                                   \
+                           .tiny = {X86(kiln_fggml_tiny_avx512), X86(kiln_fggml_tiny_avx512_scratch),   \
+                                    X86(kiln_fggml_tiny16_avx512)},                                     \
+                           .exact_decode = X86(kiln_fdecode_avx512)},                                   \
     }
 
 static const kiln_kernels KERNELS[KILN_TYPE_COUNT] = {

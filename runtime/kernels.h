@@ -97,9 +97,16 @@ typedef void (*kiln_qpanel_fn)(const void *panel, const kiln_pact *act, int64_t 
 typedef void (*kiln_fggml_fn)(uint32_t type, const uint8_t *w, int64_t row_bytes, const float *x, int64_t n,
                               int64_t n_out, int64_t n_tokens, float *y, float *scratch);
 
+/* kiln_fggml_fn for F16 / BF16 weights whose activations come as their
+ * 16-bit values (the rounding to the weight's type kept in its own
+ * format: half the bytes of floats). */
+typedef void (*kiln_fggml16_fn)(uint32_t type, const uint8_t *w, int64_t row_bytes, const uint16_t *x, int64_t n,
+                                int64_t n_out, int64_t n_tokens, float *y, float *scratch);
+
 typedef struct kiln_fkernel {
     kiln_fggml_fn run;
     int64_t (*scratch)(uint32_t type, int64_t n); /* floats per thread; NULL: none */
+    kiln_fggml16_fn run16; /* F16 / BF16 weights: run with 16-bit activations, same bits; NULL: none */
 } kiln_fkernel;
 
 /* One token against F32 / F16 / BF16 weights read in place, the exact
@@ -273,6 +280,8 @@ void kiln_fggml_vec_avx512(uint32_t, const uint8_t *, int64_t, const float *, in
 void kiln_fggml_tiny_avx512(uint32_t, const uint8_t *, int64_t, const float *, int64_t, int64_t, int64_t, float *,
                             float *);
 int64_t kiln_fggml_tiny_avx512_scratch(uint32_t type, int64_t n);
+void kiln_fggml_tiny16_avx512(uint32_t, const uint8_t *, int64_t, const uint16_t *, int64_t, int64_t, int64_t,
+                              float *, float *);
 
 /* vecdot_frows.c: ggml_vec_dot_<type>'s order, rows [0, n_rows) (row r at
  * w + r * row_bytes) against one token x, y[r]; streamed: the rows come

@@ -164,6 +164,7 @@ typedef struct mm_job {
     kiln_fkernel fk;
     bool round; /* x rounded to F16 / BF16, once, into the team's shared part: a copy per thread
                  * (no barrier) measured 13.5 against 21.5 t/s at tg32 on the 1B F16 model */
+    bool act16; /* ... and kept in 16 bits for fk.run16 (half the bytes to bring to each block of rows) */
     size_t scratch_bytes; /* the kernel's, per thread */
     /* quantized weights */
     korders ko;
@@ -193,6 +194,7 @@ static bool job_plan(mm_job *j, wlayout layout, bool round, int64_t n_in, int64_
         const bool tiny = layout != W_EXPERT && n_tokens >= 2 && n_in % 16 == 0 && j->n_out % 4 == 0;
         j->fk = tiny ? ik->tiny : ik->vec;
         j->round = round && j->type != KILN_F32;
+        j->act16 = j->round && j->fk.run16;
         j->scratch_bytes = j->fk.scratch ? lines((size_t)j->fk.scratch(j->type, n_in) * sizeof(float)) : 0;
         return j->fk.run != NULL;
     }
@@ -211,7 +213,7 @@ static bool job_plan(mm_job *j, wlayout layout, bool round, int64_t n_in, int64_
  * are made by kiln_act_q8_k_x4, which differs in a tie's sign). */
 static bool same_act(const mm_job *a, const mm_job *b) {
     if (job_quant(a) != job_quant(b)) return false;
-    if (!job_quant(a)) return a->type == b->type;
+    if (!job_quant(a)) return a->type == b->type && a->act16 == b->act16;
     return a->k->qt.act_type == b->k->qt.act_type && a->ko.n_gemm == b->ko.n_gemm;
 }
 
@@ -233,7 +235,7 @@ static void job_layout(mm_job *jobs, int n_jobs, int64_t n_in, int64_t n_tokens,
             pt += j->scratch_bytes;
             if (j->round && j->src == i) {
                 j->act_at = sh;
-                sh += lines((size_t)(n_tokens * n_in) * sizeof(float));
+                sh += lines((size_t)(n_tokens * n_in) * (j->act16 ? sizeof(uint16_t) : sizeof(float)));
             }
             continue;
         }
@@ -261,7 +263,11 @@ static void job_layout(mm_job *jobs, int n_jobs, int64_t n_in, int64_t n_tokens,
 static void job_convert(const mm_job *j, uint8_t *buf, const float *x, int64_t n_in,
                         int64_t n_tokens) {
     if (!job_quant(j)) {
-        if (j->round) {
+        if (j->act16) {
+#pragma omp for schedule(dynamic, 8) nowait
+            for (int64_t t = 0; t < n_tokens; t++)
+                kiln_act_bits16(j->type, x + t * n_in, (uint16_t *)(buf + j->act_at) + t * n_in, n_in);
+        } else if (j->round) {
 #pragma omp for schedule(dynamic, 8) nowait
             for (int64_t t = 0; t < n_tokens; t++) act_round(j->type, x, n_in, t, t + 1, (float *)(buf + j->act_at));
         }
@@ -295,10 +301,11 @@ static void job_pack(const mm_job *j, const mm_job *src, uint8_t *buf, int64_t n
 static void job_run(const mm_job *j, const mm_job *jobs, uint8_t *buf, uint8_t *mine, const float *x, int64_t n_in,
                     int64_t n_tokens) {
     if (!job_quant(j)) {
-        const mm_job *s = &jobs[j->src];
-        const float *xa = j->round ? (const float *)(buf + s->act_at) : x;
-        j->fk.run(j->type, j->w, (int64_t)kiln_type_row_bytes(j->type, (uint64_t)n_in), xa, n_in, j->n_out, n_tokens,
-                  j->y, j->scratch_bytes ? (float *)(mine + j->mine_at) : NULL);
+        const uint8_t *xa = j->round ? buf + jobs[j->src].act_at : (const uint8_t *)x;
+        const int64_t row_bytes = (int64_t)kiln_type_row_bytes(j->type, (uint64_t)n_in);
+        float *scratch = j->scratch_bytes ? (float *)(mine + j->mine_at) : NULL;
+        if (j->act16) j->fk.run16(j->type, j->w, row_bytes, (const uint16_t *)xa, n_in, j->n_out, n_tokens, j->y, scratch);
+        else j->fk.run(j->type, j->w, row_bytes, (const float *)xa, n_in, j->n_out, n_tokens, j->y, scratch);
         return;
     }
     const kiln_qtype *qt = &j->k->qt;

@@ -100,15 +100,6 @@ VNNI INLINE __m512i scale_pairs(__m512i s, int i0, int i1, int i2, int i3) {
     return _mm512_permutexvar_epi16(idx, s);
 }
 
-/* Four rows' mins (mins[r]: 4 int32 lanes) as one register, row r in
- * quarter r. */
-VNNI INLINE __m512i quarters4(const __m128i mins[4]) {
-    __m512i m = _mm512_castsi128_si512(mins[0]);
-    m = _mm512_inserti32x4(m, mins[1], 1);
-    m = _mm512_inserti32x4(m, mins[2], 2);
-    return _mm512_inserti32x4(m, mins[3], 3);
-}
-
 /* Four rows' integer totals (sums[r]: 16 int32 lanes; quarter r of m:
  * row r's mins in 4 lanes) as one register whose 128-bit quarter r holds
  * [I, I, P, P] of row r. */
@@ -144,14 +135,58 @@ VNNI INLINE void gemv_finish4(__m512 acc, float *y) {
 
 /* ---- Q4_K, gemv order ------------------------------------------------- */
 
+/* The four rows' scales and mins, decoded side by side (kiln_kscale_words'
+ * steps on each 128-bit quarter): quarter r holds row r's words [sc0, sc1,
+ * mn0, mn1], bytes 0..7 its eight 6-bit scales and 8..15 its mins. The
+ * 16 bytes loaded per row are the 12 scale bytes and the first 4 of qs. */
+VNNI INLINE __m512i q4_scales4(const uint8_t *blk, int64_t row_bytes) {
+    const size_t at = offsetof(kiln_block_q4_k, scales);
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + at)));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk + row_bytes + at)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk + 2 * row_bytes + at)), 2);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk + 3 * row_bytes + at)), 3);
+    /* per quarter: words [u0, u1, u0, u1] and [u2, u2, u2, u2 >> 4] */
+    const __m512i u01 = _mm512_shuffle_epi32(z, _MM_PERM_BABA);
+    __m512i u22 = _mm512_shuffle_epi32(z, _MM_PERM_CCCC);
+    u22 = _mm512_mask_srli_epi32(u22, 0x8888, u22, 4);
+    /* [sc0, mn0, ., .]: the low six bits; [., ., sc1, mn1]: u2's nibble
+     * under the top two bits of u0 / u1 */
+    const __m512i low = _mm512_and_si512(u01, _mm512_set1_epi32(0x3F3F3F3F));
+    const __m512i top = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u01, 6), _mm512_set1_epi32(0x03030303)), 4);
+    const __m512i high = _mm512_or_si512(_mm512_and_si512(u22, _mm512_set1_epi32(0x0F0F0F0F)), top);
+    /* [sc0, mn0, sc1, mn1] to [sc0, sc1, mn0, mn1] */
+    return _mm512_shuffle_epi32(_mm512_mask_blend_epi32(0xCCCC, low, high), _MM_PERM_DBCA);
+}
+
+/* vpshufb control for int16 pair scales from a row's scale bytes in every
+ * quarter (bytes 0..7): pair lanes of the low 256 bits take byte i, of the
+ * high 256 bits byte j, each with a zero high byte (index bit 7). */
+#define Q4_SCALE_CTL(i, j)                                                                      \
+    _mm512_set_epi64((long long)(0x8000800080008000ull | (j) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (j) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (j) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (j) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (i) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (i) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (i) * 0x0001000100010001ull),          \
+                     (long long)(0x8000800080008000ull | (i) * 0x0001000100010001ull))
+
 /* Load j (qs[64j .. 64j + 63]) holds chunks 2j and 2j + 1 (32 bytes each);
  * its low nibbles are weights 128j + l and 128j + 64 + l (l < 32),
  * sub-blocks 4j and 4j + 2, its high nibbles 128j + 32 + l and
- * 128j + 96 + l, sub-blocks 4j + 1 and 4j + 3. */
+ * 128j + 96 + l, sub-blocks 4j + 1 and 4j + 3. The scales reach their
+ * pair lanes by an in-lane byte shuffle of the row's broadcast scale bytes
+ * (a word permute per register was slower), and the four rows' min sums
+ * are one multiply-add. One thread, n_in 2048, CPU time: 6.3 -> 5.x ns
+ * per super-block. */
 VNNI void kiln_krows_q4_k_gemv(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
                                const void *act, float *y) {
     const kiln_block_q8_k *a = act;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i ctl0 = Q4_SCALE_CTL(0, 2), ctl1 = Q4_SCALE_CTL(1, 3);
+    const __m512i ctl2 = Q4_SCALE_CTL(4, 6), ctl3 = Q4_SCALE_CTL(5, 7);
+    /* quarter r's mn words (64-bit lane 2r + 1) to the low 256 bits */
+    const __m512i mins_at = _mm512_setr_epi64(1, 3, 5, 7, 1, 3, 5, 7);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         prefetch_next(w, row_bytes, i, qt->block_bytes);
@@ -161,30 +196,30 @@ VNNI void kiln_krows_q4_k_gemv(const kiln_qtype *qt, const uint8_t *w, int64_t r
         /* bsums in pairs: the activations of each 32-weight sub-block */
         const __m128i bs = _mm256_castsi256_si128(_mm256_permute4x64_epi64(
             _mm256_hadd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_setzero_si256()), 0x08));
+        const uint8_t *blk = w + i * qt->block_bytes;
+        const __m512i sm = q4_scales4(blk, row_bytes);
         __m512i sums[4];
-        __m128i mins[4];
         uint32_t dd[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            const kiln_block_q4_k *b = (const kiln_block_q4_k *)(w + r * row_bytes + i * qt->block_bytes);
-            uint32_t sc[2], mn[2];
-            kiln_kscale_words(b->scales, sc, mn);
-            const __m512i s =
-                _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_setr_epi32((int)sc[0], (int)sc[1], 0, 0)));
+            const kiln_block_q4_k *b = (const kiln_block_q4_k *)(blk + r * row_bytes);
+            const __m512i s = _mm512_permutexvar_epi64(_mm512_set1_epi64(2 * r), sm);
             const __m512i v0 = _mm512_loadu_si512((const void *)b->qs);
             const __m512i v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
             const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
             const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
             const __m512i zero = _mm512_setzero_si512();
-            __m512i s0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(lo0, alo0), scale_pairs(s, 0, 0, 2, 2));
-            __m512i s1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(hi0, ahi0), scale_pairs(s, 1, 1, 3, 3));
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(lo1, alo1), scale_pairs(s, 4, 4, 6, 6));
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(hi1, ahi1), scale_pairs(s, 5, 5, 7, 7));
+            __m512i s0 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(lo0, alo0), _mm512_shuffle_epi8(s, ctl0));
+            __m512i s1 = _mm512_dpwssd_epi32(zero, _mm512_maddubs_epi16(hi0, ahi0), _mm512_shuffle_epi8(s, ctl1));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(lo1, alo1), _mm512_shuffle_epi8(s, ctl2));
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(hi1, ahi1), _mm512_shuffle_epi8(s, ctl3));
             sums[r] = _mm512_add_epi32(s0, s1);
-            mins[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_setr_epi32((int)mn[0], (int)mn[1], 0, 0)), bs);
             memcpy(&dd[r], &b->d, sizeof dd[r]);
         }
-        acc = gemv_step4(acc, totals4(sums, quarters4(mins)), dd, a[i].d);
+        /* quarter r: row r's eight mins times the eight bsum pairs, in 4 lanes */
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi64(mins_at, sm));
+        const __m512i m = _mm512_madd_epi16(_mm512_cvtepu8_epi16(mins), _mm512_broadcast_i32x4(bs));
+        acc = gemv_step4(acc, totals4(sums, m), dd, a[i].d);
     }
     gemv_finish4(acc, y);
 }
