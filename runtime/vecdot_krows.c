@@ -177,8 +177,9 @@ VNNI INLINE __m512i q4_scales4(const uint8_t *blk, int64_t row_bytes) {
  * 128j + 96 + l, sub-blocks 4j + 1 and 4j + 3. The scales reach their
  * pair lanes by an in-lane byte shuffle of the row's broadcast scale bytes
  * (a word permute per register was slower), and the four rows' min sums
- * are one multiply-add. One thread, n_in 2048, CPU time: 6.3 -> 5.x ns
- * per super-block. */
+ * are one multiply-add. One thread, n_in 2048, CPU time per super-block:
+ * 5.83 -> 5.45 ns in cache, 6.08 -> 5.68 ns from memory; the 1B Q4_K_M
+ * model's tg32 43.6 -> 46.2 t/s in turns. */
 VNNI void kiln_krows_q4_k_gemv(const kiln_qtype *qt, const uint8_t *w, int64_t row_bytes, int64_t nb,
                                const void *act, float *y) {
     const kiln_block_q8_k *a = act;
