@@ -139,6 +139,13 @@ static inline float kiln_test_gaussf(uint64_t *s) {
     /* u rounds to 1.0f (+1e-7f) once in ~2^25 draws: log(u) > 0 made NaN */
     return sqrtf(-2.0f * logf(fminf(u, 1.0f))) * cosf(6.2831853f * v);
 }
+/* n of kiln_test_gaussf's values times scale, in a new buffer. */
+static inline float *kiln_test_gauss_vec(uint64_t *s, int64_t n, float scale) {
+    float *v = malloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = scale * kiln_test_gaussf(s);
+    return v;
+}
 static inline float kiln_test_heavy(uint64_t *s) {
     double z = kiln_test_gauss(s), c = 0;
     for (int i = 0; i < 3; i++) {

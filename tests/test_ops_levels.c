@@ -11,10 +11,7 @@
 static uint64_t rng = 0x6a09e667f3bcc909ull;
 
 static float *gauss(int64_t n) {
-    float *v = malloc((size_t)n * sizeof *v);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++) v[i] = 3.0f * kiln_test_gaussf(&rng);
-    return v;
+    return kiln_test_gauss_vec(&rng, n, 3.0f);
 }
 
 static const int64_t LENS[] = {1, 5, 15, 16, 17, 33, 100, 256, 512};

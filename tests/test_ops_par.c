@@ -16,10 +16,7 @@
 static uint64_t rng = 0x853c49e6748fea9bull;
 
 static float *gauss(int64_t n) {
-    float *v = malloc((size_t)n * sizeof *v);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++) v[i] = 2.0f * kiln_test_gaussf(&rng);
-    return v;
+    return kiln_test_gauss_vec(&rng, n, 2.0f);
 }
 
 static float *copy(const float *x, int64_t n) {
