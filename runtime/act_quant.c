@@ -230,6 +230,12 @@ void kiln_act_round_bf16(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = kiln_bf16_to_fp32(kiln_fp32_to_bf16(x[i]));
 }
 
+void kiln_act_round(uint32_t type, const float *x, float *y, int64_t n) {
+    if (type == KILN_F16) kiln_act_round_f16(x, y, n);
+    else if (type == KILN_BF16) kiln_act_round_bf16(x, y, n);
+    else memcpy(y, x, (size_t)n * sizeof *y);
+}
+
 void kiln_act_bits16(uint32_t type, const float *x, uint16_t *y, int64_t n) {
     if (type == KILN_F16) kiln_fp32_to_fp16_row(x, y, n);
     else kiln_fp32_to_bf16_row(x, y, n);

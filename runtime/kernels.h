@@ -170,6 +170,12 @@ void kiln_kernel_alloc_fail_after(int n);
  * kiln_kernel_alloc. */
 void *kiln_kernel_arena(size_t n);
 
+/* n bytes rounded up to whole 64-byte lines, so that buffers carved one
+ * after another out of one arena stay aligned. */
+static inline size_t kiln_lines(size_t n) {
+    return (n + 63) / 64 * 64;
+}
+
 /* ---- the kernels the table names -------------------------------------- */
 
 /* vecdot_kdirect.c (AVX2): one per block combination and order. */

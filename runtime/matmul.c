@@ -62,21 +62,6 @@ static void rows_f32(const void *ctx, int64_t r0, int64_t nr, int64_t k0, int64_
     for (int64_t i = 0; i < nr; i++, p += s->row_bytes) s->dequantize(p, dst + i * ld, nk);
 }
 
-/* n bytes rounded up to whole 64-byte lines, so that buffers carved one
- * after another out of one allocation stay aligned. */
-static size_t lines(size_t n) {
-    return (n + 63) / 64 * 64;
-}
-
-/* The activations of tokens [t0, t1) rounded to the weight's precision
- * (ggml's vec_dot_type F16 / BF16). */
-static void act_round(uint32_t type, const float *x, int64_t n_in, int64_t t0, int64_t t1, float *xr) {
-    for (int64_t t = t0; t < t1; t++) {
-        if (type == KILN_F16) kiln_act_round_f16(x + t * n_in, xr + t * n_in, n_in);
-        else kiln_act_round_bf16(x + t * n_in, xr + t * n_in, n_in);
-    }
-}
-
 /* KILN_NUM_EXACT: the table's one-token kernel where it has one, else the
  * chain over dequantized rows. */
 static int exact_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out, const float *x,
@@ -195,7 +180,7 @@ static bool job_plan(mm_job *j, wlayout layout, bool round, int64_t n_in, int64_
         j->fk = tiny ? ik->tiny : ik->vec;
         j->round = round && j->type != KILN_F32;
         j->act16 = j->round && j->fk.run16;
-        j->scratch_bytes = j->fk.scratch ? lines((size_t)j->fk.scratch(j->type, n_in) * sizeof(float)) : 0;
+        j->scratch_bytes = j->fk.scratch ? kiln_lines((size_t)j->fk.scratch(j->type, n_in) * sizeof(float)) : 0;
         return j->fk.run != NULL;
     }
     j->ko = korders_for(j->k, j->n_out, n_tokens, layout);
@@ -235,22 +220,22 @@ static void job_layout(mm_job *jobs, int n_jobs, int64_t n_in, int64_t n_tokens,
             pt += j->scratch_bytes;
             if (j->round && j->src == i) {
                 j->act_at = sh;
-                sh += lines((size_t)(n_tokens * n_in) * (j->act16 ? sizeof(uint16_t) : sizeof(float)));
+                sh += kiln_lines((size_t)(n_tokens * n_in) * (j->act16 ? sizeof(uint16_t) : sizeof(float)));
             }
             continue;
         }
         const kiln_qtype *qt = &j->k->qt;
         const int64_t nb = n_in / qt->block;
-        pt += lines((size_t)j->pbytes);
+        pt += kiln_lines((size_t)j->pbytes);
         if (j->src == i) {
             j->act_at = sh;
-            sh += lines((size_t)(n_tokens * nb * qt->act_bytes));
+            sh += kiln_lines((size_t)(n_tokens * nb * qt->act_bytes));
         }
         if (j->panels && j->psrc == i) {
             j->u_at = sh;
-            j->d_at = j->u_at + lines((size_t)(n_tokens * n_in));
-            j->bs_at = j->d_at + lines((size_t)(n_tokens * nb) * sizeof(float));
-            sh = j->bs_at + (qt->act_type == KILN_Q8_K ? lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
+            j->d_at = j->u_at + kiln_lines((size_t)(n_tokens * n_in));
+            j->bs_at = j->d_at + kiln_lines((size_t)(n_tokens * nb) * sizeof(float));
+            sh = j->bs_at + (qt->act_type == KILN_Q8_K ? kiln_lines((size_t)(n_tokens * (n_in / 16)) * sizeof(int16_t)) : 0);
         }
     }
     *shared = sh;
@@ -269,7 +254,8 @@ static void job_convert(const mm_job *j, uint8_t *buf, const float *x, int64_t n
                 kiln_act_bits16(j->type, x + t * n_in, (uint16_t *)(buf + j->act_at) + t * n_in, n_in);
         } else if (j->round) {
 #pragma omp for schedule(dynamic, 8) nowait
-            for (int64_t t = 0; t < n_tokens; t++) act_round(j->type, x, n_in, t, t + 1, (float *)(buf + j->act_at));
+            for (int64_t t = 0; t < n_tokens; t++)
+                kiln_act_round(j->type, x + t * n_in, (float *)(buf + j->act_at) + t * n_in, n_in);
         }
         return;
     }

@@ -107,10 +107,7 @@ static int expert_matmul(kiln_ctx *c, const kiln_tensor *w, int e, const float *
     const uint8_t *slab = w->data + (uint64_t)e * kiln_type_row_bytes(t, (uint64_t)n_in) * (uint64_t)n_out;
     const float *xa = x;
     if (t != KILN_F32) { /* ggml's vec_dot_type: the activations in the weight's precision */
-        for (int64_t i = 0; i < m; i++) {
-            if (t == KILN_F16) kiln_act_round_f16(x + i * n_in, c->ex_round + i * n_in, n_in);
-            else kiln_act_round_bf16(x + i * n_in, c->ex_round + i * n_in, n_in);
-        }
+        for (int64_t i = 0; i < m; i++) kiln_act_round(t, x + i * n_in, c->ex_round + i * n_in, n_in);
         xa = c->ex_round;
     }
     if (kiln_fgemm_ggml(t, slab, n_in, n_out, xa, m, y, true) == 0) {

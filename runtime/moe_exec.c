@@ -62,11 +62,6 @@ typedef struct moe_mat {
     size_t scratch;           /* bytes of fk's per-thread scratch */
 } moe_mat;
 
-/* n bytes rounded up to whole 64-byte lines. */
-static size_t lines(size_t n) {
-    return (n + 63) / 64 * 64;
-}
-
 /* Plans t's products: false when no kernel of the table runs them inside
  * the region. */
 static bool plan(moe_mat *p, const kiln_tensor *t) {
@@ -79,7 +74,7 @@ static bool plan(moe_mat *p, const kiln_tensor *t) {
     if (!k->qt.block) {
         p->fk = ik->vec;
         p->act_row = p->n_in * (int64_t)sizeof(float);
-        p->scratch = p->fk.scratch ? lines((size_t)p->fk.scratch(p->type, p->n_in) * sizeof(float)) : 0;
+        p->scratch = p->fk.scratch ? kiln_lines((size_t)p->fk.scratch(p->type, p->n_in) * sizeof(float)) : 0;
         return p->fk.run != NULL;
     }
     p->qt = &k->qt;
@@ -117,9 +112,7 @@ typedef struct moe_in {
 static void to_act(const moe_mat *p, const float *x, const moe_in *in, int64_t i, bool pack) {
     void *act = in->act + i * p->act_row;
     if (!p->qt) {
-        if (p->type == KILN_F16) kiln_act_round_f16(x, act, p->n_in);
-        else if (p->type == KILN_BF16) kiln_act_round_bf16(x, act, p->n_in);
-        else memcpy(act, x, (size_t)p->n_in * sizeof(float));
+        kiln_act_round(p->type, x, act, p->n_in);
         return;
     }
     kiln_act_row(p->qt, x, act, p->n_in);
@@ -185,13 +178,13 @@ typedef struct in_layout {
 
 static in_layout lay_in(const moe_mat *p, int64_t R, bool pack, size_t *at) {
     in_layout l = {*at, 0, 0, 0};
-    *at += lines((size_t)(R * p->act_row));
+    *at += kiln_lines((size_t)(R * p->act_row));
     if (pack) {
         const int64_t nb = p->n_in / p->qt->block;
         l.u = *at;
-        l.d = l.u + lines((size_t)(R * p->n_in));
-        l.bs = l.d + lines((size_t)(R * nb) * sizeof(float));
-        *at = l.bs + (p->qt->act_type == KILN_Q8_K ? lines((size_t)(R * (p->n_in / 16)) * sizeof(int16_t)) : 0);
+        l.d = l.u + kiln_lines((size_t)(R * p->n_in));
+        l.bs = l.d + kiln_lines((size_t)(R * nb) * sizeof(float));
+        *at = l.bs + (p->qt->act_type == KILN_Q8_K ? kiln_lines((size_t)(R * (p->n_in / 16)) * sizeof(int16_t)) : 0);
     }
     return l;
 }
@@ -235,34 +228,34 @@ int kiln_moe_exec(kiln_ctx *c, const kiln_layer *L, const float *x, int64_t n, f
     const bool pack_ug = pack_up || (share && pack_gate);
 
     /* one piece of the arena: the routing by expert, then the rows */
-    size_t at = lines((size_t)(n_exp + 1) * sizeof(int64_t));
+    size_t at = kiln_lines((size_t)(n_exp + 1) * sizeof(int64_t));
     const size_t gs_at = at;
-    at += lines((size_t)R * sizeof(int32_t));
+    at += kiln_lines((size_t)R * sizeof(int32_t));
     const size_t where_at = at;
-    at += lines((size_t)R * sizeof(int32_t));
+    at += kiln_lines((size_t)R * sizeof(int32_t));
     in_layout lu = {0}, lg = {0};
     if (!own) {
         lu = lay_in(up, R, pack_ug, &at);
         lg = share ? lu : lay_in(gate, R, pack_gate, &at);
     }
     const size_t yu_at = at;
-    at += lines((size_t)(R * f) * sizeof(float));
+    at += kiln_lines((size_t)(R * f) * sizeof(float));
     const size_t yg_at = at;
-    at += lines((size_t)(R * f) * sizeof(float));
+    at += kiln_lines((size_t)(R * f) * sizeof(float));
     /* F32 down reads the SwiGLU rows in place */
     const in_layout ld = down->type == KILN_F32 ? (in_layout){yg_at, 0, 0, 0} : lay_in(down, R, pack_down, &at);
     const size_t yd_at = at;
-    at += lines((size_t)(R * d) * sizeof(float));
+    at += kiln_lines((size_t)(R * d) * sizeof(float));
     const size_t shared = at;
     /* per thread: the float kernels' scratch or a weight panel, then (one
      * token) the converted input rows */
     size_t work = up->scratch;
-    const size_t each[] = {gate->scratch, down->scratch, lines((size_t)up->panel_bytes),
-                           lines((size_t)gate->panel_bytes), lines((size_t)down->panel_bytes)};
+    const size_t each[] = {gate->scratch, down->scratch, kiln_lines((size_t)up->panel_bytes),
+                           kiln_lines((size_t)gate->panel_bytes), kiln_lines((size_t)down->panel_bytes)};
     for (int i = 0; i < 5; i++)
         if (each[i] > work) work = each[i];
-    const size_t own_u = work, own_g = own_u + (own ? lines((size_t)up->act_row) : 0);
-    const size_t per_thread = own_g + (own && !share ? lines((size_t)gate->act_row) : 0);
+    const size_t own_u = work, own_g = own_u + (own ? kiln_lines((size_t)up->act_row) : 0);
+    const size_t per_thread = own_g + (own && !share ? kiln_lines((size_t)gate->act_row) : 0);
     uint8_t *buf = kiln_kernel_arena(shared + (size_t)omp_get_max_threads() * per_thread);
     if (!buf) return kiln_fail(err, NULL, NULL, -1, "MoE layer: out of memory");
 

@@ -69,6 +69,9 @@ void kiln_act_q8_k_x4(const float *x, kiln_block_q8_k *y, int64_t n);
  * and widened back: the exact values ggml's f16 / bf16 dot products see. */
 void kiln_act_round_f16(const float *x, float *y, int64_t n);
 void kiln_act_round_bf16(const float *x, float *y, int64_t n);
+/* x as a product with weights of `type` sees it: rounded for F16 / BF16
+ * (above), copied for any other float type. */
+void kiln_act_round(uint32_t type, const float *x, float *y, int64_t n);
 /* The same rounding kept in 16 bits: x as `type` (KILN_F16 or KILN_BF16)
  * values, for the kernels that widen them as they load them (run16). */
 void kiln_act_bits16(uint32_t type, const float *x, uint16_t *y, int64_t n);
