@@ -13,6 +13,13 @@
 # Q2_K and IQ2_XXS (kiln quantize --imatrix with bench_1b_imatrix's file,
 # as llama-quantize wants one for IQ2_XXS; made once there too).
 #
+# Decoding a model that does not fit in cache streams its weights from
+# memory, so for the 1B model each round also measures the memory's
+# ceiling (`bench_runtime -s read`: a plain read of the bytes one token
+# reads, by the same threads) and a second line gives each tool's tg32 in
+# GB/s and as a share of that ceiling: the best rounds, since the
+# bandwidth of a VM moves from one minute to the next.
+#
 #   LLAMA_CPP=DIR            llama.cpp folder: side-by-side ratios
 #   KILN_BENCH_QUICK=1       one round of R=1, no 1B model
 #   KILN_BENCH_1B=0|1        leave out / force the 1B model
@@ -52,11 +59,18 @@ bench_1b_imatrix_quant() {
 }
 
 # one_model LABEL PATH [RUNS]
+# one_model LABEL GGUF [RUNS] [read]: "read" adds the memory-ceiling line
 one_model() {
     runs=${3:-$R}
-    best_kp=0 best_kt=0 best_lp=0 best_lt=0 i=0
+    best_kp=0 best_kt=0 best_lp=0 best_lt=0 best_rd=0 bytes=0 i=0
     while [ $i -lt "$BENCH_REPS" ]; do
         i=$((i + 1))
+        if [ "$4" = read ]; then
+            rd=$("$BENCH" -t "$THREADS" -r 3 -s read "$2" 2> "$BENCH_TMP/kiln.log") ||
+                { echo "  $1: bench_runtime -s read failed: $(tail -n 1 "$BENCH_TMP/kiln.log")"; status=1; return; }
+            best_rd=$(echo "$rd" | awk -v a="$best_rd" '{ print ($2 > a) ? $2 : a }')
+            bytes=$(echo "$rd" | awk '{ print $3 }')
+        fi
         kr=$("$BENCH" -t "$THREADS" -r "$runs" "$2" 2> "$BENCH_TMP/kiln.log") ||
             { echo "  $1: bench_runtime failed: $(tail -n 1 "$BENCH_TMP/kiln.log")"; status=1; return; }
         # kr: "pp512 MEAN SD tg32 MEAN SD"
@@ -76,6 +90,12 @@ one_model() {
         if (have) printf ", llama.cpp %7.2f, ratio %5.2f", lt, kt / lt
         printf "\n"
     }'
+    [ "$4" = read ] || return 0
+    awk -v kt="$best_kt" -v lt="$best_lt" -v rd="$best_rd" -v b="$bytes" -v have="$HAVE_LLAMA" 'BEGIN {
+        printf "  %-16s tg32 reads %.0f MB a token; memory ceiling %.1f GB/s; kiln %.1f GB/s (%.0f %%)", "", b / 1e6, rd, kt * b / 1e9, 100 * kt * b / 1e9 / rd
+        if (have) printf ", llama.cpp %.1f GB/s (%.0f %%)", lt * b / 1e9, 100 * lt * b / 1e9 / rd
+        printf "\n"
+    }'
 }
 
 echo "pp512 / tg32, -t $THREADS, best of $BENCH_REPS rounds of $R_SMALL runs (fixtures) or $R (1B) (ratio = kiln t/s / llama.cpp t/s):"
@@ -87,10 +107,10 @@ for name in llama mixtral qwen2; do
 done
 if bench_1b_wanted; then
     for t in F16 Q8_0 Q4_K_M; do
-        m=$(bench_1b $t) && one_model "1B $t" "$m"
+        m=$(bench_1b $t) && one_model "1B $t" "$m" "$R" read
     done
     for t in Q2_K IQ2_XXS; do
-        m=$(bench_1b_imatrix_quant $t) && one_model "1B $t" "$m"
+        m=$(bench_1b_imatrix_quant $t) && one_model "1B $t" "$m" "$R" read
     done
 else
     echo "  1B model: skipped (KILN_BENCH_QUICK or KILN_BENCH_1B=0)"

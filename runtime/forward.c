@@ -161,7 +161,12 @@ static void norm_rows(const kiln_ctx *c, const kiln_tensor *w, const kiln_tensor
         kiln_layer_norm(x + t * hp->n_embd, wv, bv, y + t * hp->n_embd, hp->n_embd, hp->norm_eps);
 }
 
-static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+/* A block over n rows of c->x, of which only rows [from, n) are read
+ * afterwards: the last layer's FFN then runs on those rows alone, as
+ * llama.cpp's graphs drop the rows that output nothing (ggml_get_rows of
+ * inp_out_ids) after the last attention. The attention still takes every
+ * row, since the KV cache needs each one's keys and values. */
+static int block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err) {
     const kiln_hparams *hp = &c->m->hp;
     if (hp->arch == KILN_ARCH_GEMMA2 || hp->arch == KILN_ARCH_GEMMA3) return kiln_gemma_block(c, il, n, err);
     if (hp->arch == KILN_ARCH_BITNET) return kiln_bitnet_block(c, il, n, err);
@@ -171,24 +176,35 @@ static int block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
     const int64_t d = hp->n_embd;
     norm_rows(c, L->attn_norm, L->attn_norm_b, c->x, c->xn, n);
     if (kiln_attention_block(c, il, n, err) < 0) return -1;
-    kiln_scale_rows(c->tmp, n * d, hp->residual_scale); /* granite */
-    kiln_vec_add(c->x, c->tmp, n * d);
-    norm_rows(c, L->ffn_norm, L->ffn_norm_b, c->x, c->xn, n);
-    int r = L->ffn_gate_inp ? kiln_moe_block(c, il, c->xn, n, c->tmp, err)
+    float *x = c->x + from * d, *xn = c->xn + from * d, *tmp = c->tmp + from * d;
+    const int64_t rows = n - from;
+    kiln_scale_rows(tmp, rows * d, hp->residual_scale); /* granite */
+    kiln_vec_add(x, tmp, rows * d);
+    if (rows == 0) return 0;
+    norm_rows(c, L->ffn_norm, L->ffn_norm_b, x, xn, rows);
+    int r = L->ffn_gate_inp ? kiln_moe_block(c, il, xn, rows, tmp, err)
                             : kiln_ffn(c, L->ffn_gate, L->ffn_gate_b, L->ffn_up, L->ffn_up_b, L->ffn_down,
-                                       L->ffn_down_b, c->xn, n, c->tmp, err);
+                                       L->ffn_down_b, xn, rows, tmp, err);
     if (r < 0) return -1;
-    kiln_scale_rows(c->tmp, n * d, hp->residual_scale);
-    kiln_vec_add(c->x, c->tmp, n * d);
+    kiln_scale_rows(tmp, rows * d, hp->residual_scale);
+    kiln_vec_add(x, tmp, rows * d);
     return 0;
+}
+
+/* The first row of the last block whose output is read: the first row
+ * with logits, or none (n) without logits. Every row while a hook or an
+ * observer looks at the products or the blocks' outputs. */
+static int64_t last_block_from(const kiln_ctx *c, int64_t n, int64_t logits_from, bool logits) {
+    if (c->p.hook || c->p.output_hook || c->p.layer_hook) return 0;
+    return logits ? logits_from : n;
 }
 
 /* Every way of evaluating (kiln_eval, layer_major.c) runs blocks through
  * here, so the layer hook sees each one. */
-int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, kiln_err *err) {
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err) {
     if (c->m->hp.arch == KILN_ARCH_DEEPSEEK4) /* its streams are hc rows wide: kiln_deepseek4_eval only */
         return kiln_fail(err, NULL, NULL, -1, "deepseek4 is evaluated whole (kiln_eval), not block by block");
-    if (block(c, il, n, err) < 0) return -1;
+    if (block(c, il, n, from, err) < 0) return -1;
     if (c->p.layer_hook) c->p.layer_hook(c->p.observer_user, il, c->x, n, c->m->hp.n_embd);
     return 0;
 }
@@ -210,8 +226,12 @@ void kiln_fwd_positions(kiln_ctx *c, int64_t n) {
  * none, though a hook on output.weight still sees every row, in order). */
 static int fwd_head_from(kiln_ctx *c, int64_t n, int64_t from, float *logits, kiln_err *err) {
     const kiln_model *m = c->m;
-    if (!logits && !(c->p.hook && c->p.hook_output)) return 0;
-    norm_rows(c, m->output_norm, m->output_norm_b, c->x, c->xn, n);
+    const bool hook = c->p.hook && c->p.hook_output;
+    if (!logits && !hook) return 0;
+    /* rows below `from` are normed for the hook alone (the last block
+     * left them unfinished otherwise, see last_block_from) */
+    const int64_t d = m->hp.n_embd, first = hook ? 0 : from;
+    norm_rows(c, m->output_norm, m->output_norm_b, c->x + first * d, c->xn + first * d, n - first);
     /* the skipped rows: the hook alone (no y, no product) */
     if (from > 0 && c->p.hook && c->p.hook_output && kiln_fwd_matmul(c, m->output, -1, c->xn, from, NULL, err) < 0)
         return -1;
@@ -235,8 +255,10 @@ static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logi
     const int64_t skip = c->p.logits_from - c->n_past, from = skip < 0 ? 0 : skip > n ? n : skip;
     kiln_fwd_embed(c, tokens, n);
     kiln_fwd_positions(c, n);
-    for (int64_t il = 0; il < c->m->hp.n_layer; il++)
-        if (kiln_fwd_block(c, il, n, err) < 0) return -1;
+    const int64_t n_layer = c->m->hp.n_layer;
+    for (int64_t il = 0; il < n_layer; il++)
+        if (kiln_fwd_block(c, il, n, il == n_layer - 1 ? last_block_from(c, n, from, logits) : 0, err) < 0)
+            return -1;
     if (fwd_head_from(c, n, from, logits, err) < 0) return -1;
     c->n_past += n;
     return 0;

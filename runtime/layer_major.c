@@ -200,7 +200,7 @@ static int pass(kiln_ctx *c, const kiln_lm_params *p, act_store *a, const int32_
                     if (kiln_ds4_block(c, il, tok, x, len, err) < 0) return -1;
                 } else {
                     kiln_fwd_positions(c, len);
-                    if (kiln_fwd_block(c, il, len, err) < 0) return -1;
+                    if (kiln_fwd_block(c, il, len, 0, err) < 0) return -1;
                 }
             }
             if (act_move(a, row, (uint64_t)len, x, true, err) < 0) return -1;

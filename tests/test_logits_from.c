@@ -4,9 +4,11 @@
  * evaluation's bits. Checked on the llama and qwen2 fixtures (../shared):
  * the rows from logits_from on equal those of the same calls with every
  * row wanted, bit for bit, the rows before it are left untouched, in one
- * call or split over calls that straddle the boundary, and a hook on
- * output.weight still sees every row (the imatrix collector's sums equal
- * a full run's). */
+ * call or split over calls that straddle the boundary, or after calls
+ * below it that want no logits at all (their last layer's FFN runs on no
+ * row: the cache they leave must be whole), and a hook on output.weight
+ * still sees every row (the imatrix collector's sums equal a full run's).
+ * The mixtral fixture takes the same path through its MoE last layer. */
 #include "shared.h"
 
 #include "../imatrix/collect.h"
@@ -19,8 +21,10 @@
 
 /* Evaluates N_TOK tokens in calls of `split` tokens (the last takes the
  * rest) with logits_from = from into logits (prefilled with SENTINEL),
- * collecting output.weight's statistics into col when it is not NULL. */
-static void run(const kiln_model *m, int64_t from, int64_t split, float *logits, kiln_imx_collector *col) {
+ * collecting output.weight's statistics into col when it is not NULL.
+ * null_below: calls that end at or before `from` pass no logits. */
+static void run(const kiln_model *m, int64_t from, int64_t split, bool null_below, float *logits,
+                kiln_imx_collector *col) {
     const int64_t nv = m->hp.n_vocab;
     int32_t ids[N_TOK];
     for (int i = 0; i < N_TOK; i++) ids[i] = (int32_t)((7 * i + 3) % nv);
@@ -38,7 +42,8 @@ static void run(const kiln_model *m, int64_t from, int64_t split, float *logits,
     if (!c) fail_msg("%s", err.msg);
     for (int64_t j = 0; j < N_TOK; j += split) {
         const int64_t n = N_TOK - j < split ? N_TOK - j : split;
-        if (kiln_eval(c, ids + j, n, logits + j * nv, &err) < 0) fail_msg("%s", err.msg);
+        float *out = null_below && j + n <= from ? NULL : logits + j * nv;
+        if (kiln_eval(c, ids + j, n, out, &err) < 0) fail_msg("%s", err.msg);
     }
     kiln_ctx_free(c);
     if (col) assert_false(col->failed);
@@ -53,11 +58,13 @@ static void check_model(const char *gguf) {
     assert_non_null(full);
     assert_non_null(part);
     kiln_imx_collector want, got;
-    const int64_t splits[] = {N_TOK, 40, 16};
+    const int64_t splits[] = {N_TOK, 40, 16, FROM};
     for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
-        /* the same calls with every row wanted, then from FROM on */
-        run(m, 0, splits[s], full, s == 0 ? &want : NULL);
-        run(m, FROM, splits[s], part, s == 0 ? &got : NULL);
+        /* the same calls with every row wanted, then from FROM on (the
+         * last split with no logits asked below FROM) */
+        const bool null_below = splits[s] == FROM;
+        run(m, 0, splits[s], false, full, s == 0 ? &want : NULL);
+        run(m, FROM, splits[s], null_below, part, s == 0 ? &got : NULL);
         /* the wanted rows: the full run's bits */
         if (memcmp(part + FROM * nv, full + FROM * nv, (size_t)((N_TOK - FROM) * nv) * sizeof *part))
             fail_msg("%s, calls of %lld: logits from %d differ from a full evaluation's", gguf, (long long)splits[s],
@@ -103,10 +110,17 @@ static void logits_from_qwen2(void **state) {
     check_model("golden/gguf/qwen2-Q4_K_M.gguf");
 }
 
+static void logits_from_mixtral(void **state) {
+    (void)state;
+    SKIP_WITHOUT_SHARED();
+    check_model("golden/gguf/mixtral-Q4_K_M.gguf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_from_llama),
         cmocka_unit_test(logits_from_qwen2),
+        cmocka_unit_test(logits_from_mixtral),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
