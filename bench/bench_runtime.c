@@ -7,16 +7,16 @@
  * record to see one phase at a time. -s read prints "read GBPS BYTES"
  * instead: the bytes of weights one decoded token reads (every tensor but
  * a token embedding that is not also the output) and the best of REPS
- * plain reads of those bytes by THREADS threads, a cache line at a time:
- * the memory's ceiling for a decode that streams its weights, measured
- * at the moment, since the bandwidth of a VM moves. -fa 1 takes llama.cpp's CPU attention
- * (F16 cache, flash kernels: llama-bench's default) instead of kiln
- * generate's (f32 cache, plain softmax).
+ * plain reads of those bytes by THREADS threads (read_ceiling): the
+ * memory's ceiling for a decode that streams its weights, measured at
+ * the moment, since the bandwidth of a VM moves. -fa 1 takes llama.cpp's
+ * CPU attention (F16 cache, flash kernels: llama-bench's default) instead
+ * of kiln generate's (f32 cache, plain softmax).
  * pp512: 512 tokens in one call from an empty cache; tg32: 32 tokens one
  * at a time from an empty cache. Two tests, as llama-bench's: each a
- * warm-up, then the mean of REPS runs (default 3). Prints one line, "pp512 MEAN SD tg32 MEAN SD" in tokens/s,
- * for bench/bench_runtime.sh, which runs llama-bench on the same file in
- * turns and prints the ratios. */
+ * warm-up, then the mean of REPS runs (default 3). Prints one line,
+ * "pp512 MEAN SD tg32 MEAN SD" in tokens/s, for bench/bench_runtime.sh,
+ * which runs llama-bench on the same file in turns and prints the ratios. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -123,8 +123,7 @@ static double read_ceiling(const kiln_model *m, int threads, int reps, uint64_t 
                 if (!decode_reads(m, t)) continue;
                 const uint64_t lines = t->nbytes / 64, from = lines * me / team, to = lines * (me + 1) / team;
                 const uint8_t *p = t->data;
-                uint64_t l = from;
-                for (; l < to; l++) {
+                for (uint64_t l = from; l < to; l++) {
                     uint64_t v[8];
                     __builtin_prefetch(p + l * 64 + READ_AHEAD, 0, 2);
                     memcpy(v, p + l * 64, 64);

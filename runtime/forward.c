@@ -233,7 +233,7 @@ static int fwd_head_from(kiln_ctx *c, int64_t n, int64_t from, float *logits, ki
     const int64_t d = m->hp.n_embd, first = hook ? 0 : from;
     norm_rows(c, m->output_norm, m->output_norm_b, c->x + first * d, c->xn + first * d, n - first);
     /* the skipped rows: the hook alone (no y, no product) */
-    if (from > 0 && c->p.hook && c->p.hook_output && kiln_fwd_matmul(c, m->output, -1, c->xn, from, NULL, err) < 0)
+    if (from > 0 && hook && kiln_fwd_matmul(c, m->output, -1, c->xn, from, NULL, err) < 0)
         return -1;
     float *rows = logits ? logits + from * m->hp.n_vocab : NULL;
     if (n > from && kiln_fwd_matmul(c, m->output, -1, c->xn + from * m->hp.n_embd, n - from, rows, err) < 0)

@@ -41,8 +41,9 @@
 #define INLINE static inline __attribute__((always_inline))
 /* Bytes a streamed row's loop prefetches ahead, into L2: the next rows
  * follow in memory. The 1B F16 model's tg32 in turns, 10 rounds: where
- * the memory was fast 22.0 -> 24.9, 20.4 -> 24.3, 22.9 -> 24.7 t/s, where
- * it was slow (15 t/s) the same; 2 KiB ahead was slower, 4 KiB no better
+ * the memory was fast 22.0 -> 24.9, 20.4 -> 24.7, 19.6 -> 24.3 t/s, where
+ * it was slow (15 t/s) within 3 % either way (one round 19.6 -> 14.3 as
+ * the memory slowed in the middle of it); 2 KiB ahead was slower, 4 KiB no better
  * than none, 16 and 32 KiB below 8. The hardware prefetcher alone keeps
  * fewer lines in flight than the memory can serve. */
 #define STREAM_AHEAD 8192
