@@ -105,6 +105,7 @@ static int decode_reads(const kiln_model *m, const kiln_tensor *t) {
  * 64-byte line read slower than the F16 decode does) and the lines
  * READ_AHEAD bytes on are prefetched into L2, as the decode kernels do. */
 #define READ_AHEAD 8192
+static volatile uint64_t read_sink; /* keeps the loads */
 static double read_ceiling(const kiln_model *m, int threads, int reps, uint64_t *bytes) {
     const kiln_gguf *g = m->gguf;
     *bytes = 0;
@@ -135,7 +136,7 @@ static double read_ceiling(const kiln_model *m, int threads, int reps, uint64_t 
         const double gbps = (double)*bytes / (kiln_now() - t0) / 1e9;
         if (r >= 0 && gbps > best) best = gbps;
     }
-    if (sink == 42) fprintf(stderr, " "); /* keeps the loads */
+    read_sink = sink;
     return best;
 }
 

@@ -178,9 +178,9 @@ static int block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err
     if (kiln_attention_block(c, il, n, err) < 0) return -1;
     float *x = c->x + from * d, *xn = c->xn + from * d, *tmp = c->tmp + from * d;
     const int64_t rows = n - from;
+    if (rows == 0) return 0;
     kiln_scale_rows(tmp, rows * d, hp->residual_scale); /* granite */
     kiln_vec_add(x, tmp, rows * d);
-    if (rows == 0) return 0;
     norm_rows(c, L->ffn_norm, L->ffn_norm_b, x, xn, rows);
     int r = L->ffn_gate_inp ? kiln_moe_block(c, il, xn, rows, tmp, err)
                             : kiln_ffn(c, L->ffn_gate, L->ffn_gate_b, L->ffn_up, L->ffn_up_b, L->ffn_down,

@@ -47,6 +47,12 @@
  * than none, 16 and 32 KiB below 8. The hardware prefetcher alone keeps
  * fewer lines in flight than the memory can serve. */
 #define STREAM_AHEAD 8192
+
+/* The lines of bytes [at, at + bytes) of a streamed row, STREAM_AHEAD
+ * further on, into L2. */
+KILN_AVX512 INLINE void stream_prefetch(const uint8_t *w, int64_t at, int bytes) {
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)w + at + STREAM_AHEAD + l, _MM_HINT_T1);
+}
 #define FROWS 4               /* rows per pass from cache (F32 / F16: 16 accumulators) */
 #define FROWS_HALF_MAX 16384 /* longest activation copied to 16 bits (32 KiB of stack) */
 
@@ -87,10 +93,7 @@ KILN_AVX512 INLINE void rows_f(uint32_t type, int R, bool half, const uint8_t *w
         for (int j = 0; j < 4; j++) a[r][j] = _mm512_setzero_ps();
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64) {
-        if (half && R == 1) { /* streamed: the 128 bytes STREAM_AHEAD on */
-            _mm_prefetch((const char *)w + 2 * i + STREAM_AHEAD, _MM_HINT_T1);
-            _mm_prefetch((const char *)w + 2 * i + STREAM_AHEAD + 64, _MM_HINT_T1);
-        }
+        if (half) stream_prefetch(w, 2 * i, 128); /* half: streamed_rows' one row */
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const __m512 xv = xload(type, half, x, xh, i + 16 * j);
@@ -130,7 +133,7 @@ KILN_AVX512 INLINE void rows_bf16(int R, bool half, const uint8_t *w, int64_t ro
     for (int r = 0; r < R; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        if (half && R == 1) _mm_prefetch((const char *)w + 2 * i + STREAM_AHEAD, _MM_HINT_T1); /* as rows_f */
+        if (half) stream_prefetch(w, 2 * i, 64);
         const __m512 x0 = xload(KILN_BF16, half, x, xh, i), x1 = xload(KILN_BF16, half, x, xh, i + 16);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
