@@ -360,7 +360,7 @@ static int run_chunk(scan *S, kiln_ctx *c, int64_t s, int64_t from, bool keep, k
             memcpy(c->x, S->cur + i * d, (size_t)len * row);
             c->n_past = i;
             kiln_fwd_positions(c, len);
-            if (kiln_fwd_block(c, il, len, 0, err) < 0) return -1;
+            if (kiln_fwd_block(c, il, len, true, err) < 0) return -1;
             memcpy(S->cur + i * d, c->x, (size_t)len * row);
         }
     }

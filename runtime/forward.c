@@ -191,19 +191,27 @@ static int block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err
     return 0;
 }
 
+/* The first of the n rows at n_past whose logits are wanted: rows at
+ * positions below logits_from get none (kiln_ctx_params). */
+static int64_t first_out(const kiln_ctx *c, int64_t n) {
+    const int64_t skip = c->p.logits_from - c->n_past;
+    return skip < 0 ? 0 : skip > n ? n : skip;
+}
+
 /* The first row of the last block whose output is read: the first row
  * with logits, or none (n) without logits. Every row while a hook or an
  * observer looks at the products or the blocks' outputs. */
-static int64_t last_block_from(const kiln_ctx *c, int64_t n, int64_t logits_from, bool logits) {
+static int64_t last_block_from(const kiln_ctx *c, int64_t n, bool logits) {
     if (c->p.hook || c->p.output_hook || c->p.layer_hook) return 0;
-    return logits ? logits_from : n;
+    return logits ? first_out(c, n) : n;
 }
 
 /* Every way of evaluating (kiln_eval, layer_major.c) runs blocks through
  * here, so the layer hook sees each one. */
-int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err) {
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, bool logits, kiln_err *err) {
     if (c->m->hp.arch == KILN_ARCH_DEEPSEEK4) /* its streams are hc rows wide: kiln_deepseek4_eval only */
         return kiln_fail(err, NULL, NULL, -1, "deepseek4 is evaluated whole (kiln_eval), not block by block");
+    const int64_t from = il == c->m->hp.n_layer - 1 ? last_block_from(c, n, logits) : 0;
     if (block(c, il, n, from, err) < 0) return -1;
     if (c->p.layer_hook) c->p.layer_hook(c->p.observer_user, il, c->x, n, c->m->hp.n_embd);
     return 0;
@@ -222,12 +230,13 @@ void kiln_fwd_positions(kiln_ctx *c, int64_t n) {
     }
 }
 
-/* The head for rows [from, n) of the logits (rows before `from` get
+/* The head: logits for the rows from first_out on (the rows before get
  * none, though a hook on output.weight still sees every row, in order). */
-static int fwd_head_from(kiln_ctx *c, int64_t n, int64_t from, float *logits, kiln_err *err) {
+int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
     const kiln_model *m = c->m;
     const bool hook = c->p.hook && c->p.hook_output;
     if (!logits && !hook) return 0;
+    const int64_t from = first_out(c, n);
     /* rows below `from` are normed for the hook alone (the last block
      * left them unfinished otherwise, see last_block_from) */
     const int64_t d = m->hp.n_embd, first = hook ? 0 : from;
@@ -243,23 +252,15 @@ static int fwd_head_from(kiln_ctx *c, int64_t n, int64_t from, float *logits, ki
     return 0;
 }
 
-int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err) {
-    return fwd_head_from(c, n, 0, logits, err);
-}
-
 /* Evaluates n <= n_batch tokens at positions n_past.. and advances n_past:
  * the token-major order. runtime/layer_major.c runs the same steps with
  * the loops over layers and sequences swapped. */
 static int eval_chunk(kiln_ctx *c, const int32_t *tokens, int64_t n, float *logits, kiln_err *err) {
-    /* rows at positions below logits_from are not wanted (kiln_ctx_params) */
-    const int64_t skip = c->p.logits_from - c->n_past, from = skip < 0 ? 0 : skip > n ? n : skip;
     kiln_fwd_embed(c, tokens, n);
     kiln_fwd_positions(c, n);
-    const int64_t n_layer = c->m->hp.n_layer;
-    for (int64_t il = 0; il < n_layer; il++)
-        if (kiln_fwd_block(c, il, n, il == n_layer - 1 ? last_block_from(c, n, from, logits) : 0, err) < 0)
-            return -1;
-    if (fwd_head_from(c, n, from, logits, err) < 0) return -1;
+    for (int64_t il = 0; il < c->m->hp.n_layer; il++)
+        if (kiln_fwd_block(c, il, n, logits != NULL, err) < 0) return -1;
+    if (kiln_fwd_head(c, n, logits, err) < 0) return -1;
     c->n_past += n;
     return 0;
 }

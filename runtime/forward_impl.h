@@ -58,14 +58,17 @@ struct kiln_ctx {
 
 /* The steps of evaluating n <= n_batch tokens at positions n_past..:
  * embed them into c->x; compute their RoPE angles; run block il on c->x
- * (in place, for every layer in turn; rows below `from` may be left
- * before the block's FFN, for a last layer whose rows there output
- * nothing: 0 finishes every row); then the final norm and output
+ * (in place, for every layer in turn; logits: whether the head will
+ * write logits for these rows); then the final norm and output
  * projection into logits (n x n_vocab; NULL: only the output hook, when
- * one is set for it). The caller advances n_past. */
+ * one is set for it). The caller advances n_past.
+ * Rows at positions below the context's logits_from output nothing, as
+ * in llama.cpp's graphs (inp_out_ids): the head writes no logits for
+ * them, and the last block leaves them before its FFN (every row when
+ * logits is false), unless a matmul hook or an observer is set. */
 void kiln_fwd_embed(kiln_ctx *c, const int32_t *tokens, int64_t n);
 void kiln_fwd_positions(kiln_ctx *c, int64_t n);
-int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, int64_t from, kiln_err *err);
+int kiln_fwd_block(kiln_ctx *c, int64_t il, int64_t n, bool logits, kiln_err *err);
 int kiln_fwd_head(kiln_ctx *c, int64_t n, float *logits, kiln_err *err);
 
 /* y = W x for n rows of x, W a weight of the model (expert >= 0: that

@@ -200,7 +200,7 @@ static int pass(kiln_ctx *c, const kiln_lm_params *p, act_store *a, const int32_
                     if (kiln_ds4_block(c, il, tok, x, len, err) < 0) return -1;
                 } else {
                     kiln_fwd_positions(c, len);
-                    if (kiln_fwd_block(c, il, len, 0, err) < 0) return -1;
+                    if (kiln_fwd_block(c, il, len, logits != NULL, err) < 0) return -1;
                 }
             }
             if (act_move(a, row, (uint64_t)len, x, true, err) < 0) return -1;
@@ -241,7 +241,8 @@ int kiln_eval_layer_major(const kiln_model *m, const kiln_lm_params *p, const in
     int rc = act_open(&a, (uint64_t)(n_seqs * p->ctx.n_ctx), row_bytes, spill, p->scratch_dir, err);
     if (rc == 0 && streams > 1 && !(ds4 = malloc((size_t)c->n_batch * row_bytes)))
         rc = kiln_fail(err, NULL, NULL, -1, "out of memory for the streams of %lld tokens", (long long)c->n_batch);
-    if (rc == 0 && p->on_logits && !(logits = malloc((size_t)(c->n_ctx * hp->n_vocab) * sizeof *logits)))
+    /* zeroed: the rows below ctx.logits_from are never written */
+    if (rc == 0 && p->on_logits && !(logits = calloc((size_t)(c->n_ctx * hp->n_vocab), sizeof *logits)))
         rc = kiln_fail(err, NULL, NULL, -1, "out of memory for the logits");
     const bool head_wanted = logits || (p->ctx.hook && p->ctx.hook_output);
     for (int64_t il = -1; rc == 0 && il <= hp->n_layer - !head_wanted; il++) {

@@ -31,7 +31,9 @@ typedef struct kiln_lm_params {
     void (*on_seq)(void *user, int64_t seq);
     /* Called with each sequence's n_tok x n_vocab logits after the last
      * layer, in order; NULL: no logits are computed (the output hook still
-     * runs when set). A negative return stops the pass. */
+     * runs when set). Rows at positions below ctx.logits_from are zeros:
+     * as kiln_eval, the last layer's FFN and the output skip them. A
+     * negative return stops the pass. */
     int (*on_logits)(void *user, int64_t seq, const float *logits, kiln_err *err);
     /* Called after each layer (progress). */
     void (*on_layer)(void *user, int64_t layer, int64_t n_layer);

@@ -8,10 +8,14 @@
  * below it that want no logits at all (their last layer's FFN runs on no
  * row: the cache they leave must be whole), and a hook on output.weight
  * still sees every row (the imatrix collector's sums equal a full run's).
- * The mixtral fixture takes the same path through its MoE last layer. */
+ * The mixtral fixture takes the same path through its MoE last layer.
+ * The layer-major order (runtime/layer_major.c, perplexity's --layer-major
+ * and --max-memory) skips the same rows: its logits from logits_from on
+ * are the token-major run's bits, the rows before are zeros. */
 #include "shared.h"
 
 #include "../imatrix/collect.h"
+#include "../runtime/layer_major.h"
 #include "../runtime/model.h"
 #include "../runtime/runtime.h"
 
@@ -30,7 +34,7 @@ static void run(const kiln_model *m, int64_t from, int64_t split, bool null_belo
     for (int i = 0; i < N_TOK; i++) ids[i] = (int32_t)((7 * i + 3) % nv);
     const uint32_t sentinel = SENTINEL;
     for (int64_t i = 0; i < N_TOK * nv; i++) memcpy(&logits[i], &sentinel, sizeof sentinel);
-    kiln_ctx_params cp = {.n_ctx = 128, .attention = KILN_ATTN_LLAMACPP, .logits_from = from};
+    kiln_ctx_params cp = {.n_ctx = N_TOK, .attention = KILN_ATTN_LLAMACPP, .logits_from = from};
     if (col) {
         kiln_imx_collector_init(col, m->gguf, true, true);
         cp.hook = kiln_imx_hook;
@@ -47,6 +51,46 @@ static void run(const kiln_model *m, int64_t from, int64_t split, bool null_belo
     }
     kiln_ctx_free(c);
     if (col) assert_false(col->failed);
+}
+
+/* The layer-major runs' logits: each sequence's rows (on_logits). */
+typedef struct lm_rows {
+    float *seq[2];
+    int64_t nv;
+} lm_rows;
+
+static int keep_logits(void *user, int64_t seq, const float *logits, kiln_err *err) {
+    (void)err;
+    lm_rows *r = user;
+    memcpy(r->seq[seq], logits, (size_t)(N_TOK * r->nv) * sizeof *logits);
+    return 0;
+}
+
+/* Two sequences of the ids run() evaluates, layer by layer in calls of
+ * `split` tokens with logits_from = FROM, against full: run()'s logits
+ * with every row wanted, in the same calls. */
+static void check_layer_major(const kiln_model *m, int64_t split, const float *full) {
+    const int64_t nv = m->hp.n_vocab;
+    int32_t ids[2 * N_TOK];
+    for (int i = 0; i < 2 * N_TOK; i++) ids[i] = (int32_t)((7 * (i % N_TOK) + 3) % nv);
+    lm_rows got = {{malloc((size_t)(N_TOK * nv) * sizeof(float)), malloc((size_t)(N_TOK * nv) * sizeof(float))}, nv};
+    assert_true(got.seq[0] && got.seq[1]);
+    kiln_lm_params lp = {.ctx = {.n_ctx = N_TOK, .attention = KILN_ATTN_LLAMACPP, .logits_from = FROM},
+                         .n_batch = split, .on_logits = keep_logits, .user = &got};
+    kiln_err err = {{0}};
+    if (kiln_eval_layer_major(m, &lp, ids, 2, NULL, &err) < 0) fail_msg("%s", err.msg);
+    for (int s = 0; s < 2; s++) {
+        const float *rows = got.seq[s];
+        if (memcmp(rows + FROM * nv, full + FROM * nv, (size_t)((N_TOK - FROM) * nv) * sizeof *rows))
+            fail_msg("layer-major, calls of %lld, sequence %d: logits from %d differ from a full evaluation's",
+                     (long long)split, s, FROM);
+        for (int64_t i = 0; i < FROM * nv; i++)
+            if (rows[i] != 0.0f || signbit(rows[i]))
+                fail_msg("layer-major, calls of %lld, sequence %d: row %lld below logits_from is not zeros",
+                         (long long)split, s, (long long)(i / nv));
+    }
+    free(got.seq[0]);
+    free(got.seq[1]);
 }
 
 static void check_model(const char *gguf) {
@@ -69,6 +113,7 @@ static void check_model(const char *gguf) {
         if (memcmp(part + FROM * nv, full + FROM * nv, (size_t)((N_TOK - FROM) * nv) * sizeof *part))
             fail_msg("%s, calls of %lld: logits from %d differ from a full evaluation's", gguf, (long long)splits[s],
                      FROM);
+        if (!null_below) check_layer_major(m, splits[s], full);
         /* the rows before: never written */
         for (int64_t i = 0; i < FROM * nv; i++) {
             uint32_t b;
