@@ -418,6 +418,15 @@ kiln_qrows_fn kiln_rows_kernel(const kiln_kernels *k, kiln_korder order, int64_t
     return KILN_QROWS * row_bytes <= span ? k->isa[kiln_isa_now()].rows[order] : NULL;
 }
 
+kiln_korder kiln_expert_order(const kiln_kernels *k, int64_t n_out) {
+    return kiln_qtype_repacked(&k->qt, n_out) ? KILN_KORDER_GEMV : KILN_KORDER_VECDOT;
+}
+
+bool kiln_takes_direct(const kiln_kernels *k, kiln_korder order, int64_t n_tokens) {
+    const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
+    return ik->direct[order] && (n_tokens <= k->direct_tokens || !ik->panel[order]);
+}
+
 const kiln_qtype *kiln_qtype_get(uint32_t type) {
     const kiln_kernels *k = kiln_kernels_get(type);
     return k && k->qt.block ? &k->qt : NULL;

@@ -152,6 +152,17 @@ const kiln_kernels *kiln_kernels_get(uint32_t type);
  * lie within a few pages. */
 kiln_qrows_fn kiln_rows_kernel(const kiln_kernels *k, kiln_korder order, int64_t n_in);
 
+/* The float order of a MoE expert's product of n_out rows, as ggml's
+ * mul_mat_id takes it: no gemm order and never tinyBLAS, the gemv order
+ * for the types llama.cpp repacks, else vec_dot (matmul.c, moe_exec.c). */
+kiln_korder kiln_expert_order(const kiln_kernels *k, int64_t n_out);
+
+/* Whether a quantized product of n_tokens in `order` (no gemm part) takes
+ * the direct kernel of the ISA level now: up to k->direct_tokens tokens,
+ * and any count when the order has no panels. Otherwise the panels, or
+ * with neither kernel the reference rows. */
+bool kiln_takes_direct(const kiln_kernels *k, kiln_korder order, int64_t n_tokens);
+
 /* ---- the kernel buffers ----------------------------------------------- */
 
 /* 64-byte aligned memory for the kernels' buffers (free() releases it),

@@ -99,13 +99,14 @@ typedef struct korders {
 
 static korders korders_for(const kiln_kernels *k, int64_t n_out, int64_t n_tokens, wlayout layout) {
     korders ko = {0, KILN_KORDER_VECDOT};
+    if (layout == W_EXPERT) return (korders){0, kiln_expert_order(k, n_out)};
     if (layout == W_HEAD || !kiln_qtype_repacked(&k->qt, n_out)) {
-        if (layout != W_EXPERT && n_tokens >= 2 && k->qt.dot_tiny) ko.rest = KILN_KORDER_TINY;
+        if (n_tokens >= 2 && k->qt.dot_tiny) ko.rest = KILN_KORDER_TINY;
         return ko;
     }
     ko.rest = KILN_KORDER_GEMV;
     /* gemm_group 0: the gemm order is the gemv one (MXFP4, Q4_0, IQ4_NL) */
-    if (layout == W_DENSE && k->gemm_group) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
+    if (k->gemm_group) ko.n_gemm = n_tokens - n_tokens % k->gemm_group;
     return ko;
 }
 
@@ -186,7 +187,7 @@ static bool job_plan(mm_job *j, wlayout layout, bool round, int64_t n_in, int64_
     j->ko = korders_for(j->k, j->n_out, n_tokens, layout);
     j->pgemm = ik->panel[KILN_KORDER_GEMM];
     j->prest = ik->panel[j->ko.rest];
-    j->direct = j->ko.n_gemm == 0 && (n_tokens <= j->k->direct_tokens || !j->prest) ? ik->direct[j->ko.rest] : NULL;
+    j->direct = j->ko.n_gemm == 0 && kiln_takes_direct(j->k, j->ko.rest, n_tokens) ? ik->direct[j->ko.rest] : NULL;
     j->rows = kiln_rows_kernel(j->k, j->ko.rest, n_in);
     j->panels = !j->direct && j->prest && (j->ko.n_gemm == 0 || j->pgemm);
     j->pbytes = j->panels ? kiln_panel_bytes(&j->k->qt, n_in) : 0;

@@ -54,10 +54,11 @@ typedef struct moe_mat {
     int64_t n_in, n_out, row_bytes, slab_bytes;
     int64_t act_row;          /* bytes of one input row in the vec_dot_type */
     kiln_fkernel fk;          /* float weights: the vec_dot kernel */
-    kiln_qrow_fn direct;      /* quantized weights: the direct kernels, */
+    const kiln_kernels *k;
+    kiln_korder order;        /* quantized weights: kiln_expert_order's, */
+    kiln_qrow_fn direct;      /* the direct kernels (kiln_takes_direct) */
     kiln_qrows_fn rows;
-    int direct_tokens;        /* for at most this many tokens an expert, */
-    kiln_qpanel_fn panel;     /* else the panels */
+    kiln_qpanel_fn panel;     /* or the panels */
     int64_t panel_bytes;
     size_t scratch;           /* bytes of fk's per-thread scratch */
 } moe_mat;
@@ -68,7 +69,7 @@ static bool plan(moe_mat *p, const kiln_tensor *t) {
     const kiln_kernels *k = t ? kiln_kernels_get(t->type) : NULL;
     if (!k) return false;
     const kiln_isa_kernels *ik = &k->isa[kiln_isa_now()];
-    *p = (moe_mat){.t = t, .type = t->type, .n_in = t->ne[0], .n_out = t->ne[1]};
+    *p = (moe_mat){.t = t, .type = t->type, .n_in = t->ne[0], .n_out = t->ne[1], .k = k};
     p->row_bytes = (int64_t)kiln_type_row_bytes(t->type, (uint64_t)p->n_in);
     p->slab_bytes = p->row_bytes * p->n_out;
     if (!k->qt.block) {
@@ -79,23 +80,19 @@ static bool plan(moe_mat *p, const kiln_tensor *t) {
     }
     p->qt = &k->qt;
     if (p->n_in % p->qt->block) return false;
-    /* matmul.c's choice for an expert (ggml's mul_mat_id): no gemm order,
-     * repacked types in the gemv one */
-    const kiln_korder order = kiln_qtype_repacked(p->qt, p->n_out) ? KILN_KORDER_GEMV : KILN_KORDER_VECDOT;
-    p->direct = ik->direct[order];
-    p->rows = kiln_rows_kernel(k, order, p->n_in);
-    p->direct_tokens = k->direct_tokens;
-    p->panel = ik->panel[order];
+    p->order = kiln_expert_order(k, p->n_out);
+    p->direct = ik->direct[p->order];
+    p->rows = kiln_rows_kernel(k, p->order, p->n_in);
+    p->panel = ik->panel[p->order];
     p->panel_bytes = p->panel ? kiln_panel_bytes(p->qt, p->n_in) : 0;
     p->act_row = p->n_in / p->qt->block * p->qt->act_bytes;
     return p->direct || p->panel; /* neither: the reference rows, matmul.c's */
 }
 
-/* True when an expert's product of m tokens takes the panels (matmul.c:
- * the direct kernels up to direct_tokens tokens, or for any count when
- * the order has no panels). */
+/* True when an expert's product of m tokens takes the panels, as in
+ * matmul.c. */
 static bool panels_for(const moe_mat *p, int64_t m) {
-    return p->qt && p->panel && (!p->direct || m > p->direct_tokens);
+    return p->qt && p->panel && !kiln_takes_direct(p->k, p->order, m);
 }
 
 /* Where one matrix's inputs lie: a converted row of act_row bytes for each
