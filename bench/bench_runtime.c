@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../core/progress.h"
+#include "../runtime/kernels.h"
 #include "../runtime/model.h"
 #include "../runtime/runtime.h"
 
@@ -103,8 +104,8 @@ static int decode_reads(const kiln_model *m, const kiln_tensor *t) {
  * each thread taking its share of every tensor in file order; *bytes:
  * how many bytes that is. Every byte is loaded (one 8-byte load per
  * 64-byte line read slower than the F16 decode does) and the lines
- * READ_AHEAD bytes on are prefetched into L2, as the decode kernels do. */
-#define READ_AHEAD 8192
+ * KILN_STREAM_AHEAD bytes on are prefetched into L2, as the decode
+ * kernels do. */
 static volatile uint64_t read_sink; /* keeps the loads */
 static double read_ceiling(const kiln_model *m, int threads, int reps, uint64_t *bytes) {
     const kiln_gguf *g = m->gguf;
@@ -126,7 +127,7 @@ static double read_ceiling(const kiln_model *m, int threads, int reps, uint64_t 
                 const uint8_t *p = t->data;
                 for (uint64_t l = from; l < to; l++) {
                     uint64_t v[8];
-                    __builtin_prefetch(p + l * 64 + READ_AHEAD, 0, 2);
+                    __builtin_prefetch(p + l * 64 + KILN_STREAM_AHEAD, 0, 2);
                     memcpy(v, p + l * 64, 64);
                     a0 ^= v[0] ^ v[4], a1 ^= v[1] ^ v[5], a2 ^= v[2] ^ v[6], a3 ^= v[3] ^ v[7];
                 }
@@ -157,6 +158,13 @@ int main(int argc, char **argv) {
     }
     kiln_err err = {{0}};
     kiln_model *m = kiln_model_load(argv[i], &err);
+    if (m && !strcmp(only, "read")) { /* no context: the weights alone */
+        uint64_t bytes;
+        const double gbps = read_ceiling(m, threads, reps, &bytes);
+        printf("read %.3f %llu\n", gbps, (unsigned long long)bytes);
+        kiln_model_free(m);
+        return 0;
+    }
     kiln_ctx_params cp = {.n_ctx = PP + TG, .attention = attention}, cp_pp = cp;
     cp_pp.logits_from = PP - 1;
     kiln_ctx *c_tg = m ? kiln_ctx_new(m, &cp, &err) : NULL;
@@ -166,15 +174,6 @@ int main(int argc, char **argv) {
         kiln_ctx_free(c_tg);
         kiln_model_free(m);
         return 1;
-    }
-    if (!strcmp(only, "read")) {
-        uint64_t bytes;
-        const double gbps = read_ceiling(m, threads, reps, &bytes);
-        printf("read %.3f %llu\n", gbps, (unsigned long long)bytes);
-        kiln_ctx_free(c_pp);
-        kiln_ctx_free(c_tg);
-        kiln_model_free(m);
-        return 0;
     }
     speed pp, tg;
     int rc = measure(c_pp, c_tg, m, threads, reps, only, &pp, &tg);

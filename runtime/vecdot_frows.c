@@ -21,7 +21,7 @@
  *     stream, which the hardware prefetchers keep ahead of the loads; four
  *     rows at once are four streams and measured a third slower (2048 x
  *     8192 F16 from memory: 43 GB/s one row, 32 four rows). F16 / BF16
- *     rows also prefetch into L2 STREAM_AHEAD bytes on, which keeps more
+ *     rows also prefetch into L2 KILN_STREAM_AHEAD bytes on, which keeps more
  *     lines in flight where the memory can serve them. They hold the activation
  *     in the weight's 16 bits, as ggml does: half the activation bytes
  *     compete with the weights in L1 (the 1B F16 model, tg32: 13.0 -> 16.4 t/s).
@@ -39,19 +39,10 @@
 #include "vecdot_simd.h"
 
 #define INLINE static inline __attribute__((always_inline))
-/* Bytes a streamed row's loop prefetches ahead, into L2: the next rows
- * follow in memory. The 1B F16 model's tg32 in turns, 10 rounds: where
- * the memory was fast 22.0 -> 24.9, 20.4 -> 24.7, 19.6 -> 24.3 t/s, where
- * it was slow (15 t/s) within 3 % either way (one round 19.6 -> 14.3 as
- * the memory slowed in the middle of it); 2 KiB ahead was slower, 4 KiB no better
- * than none, 16 and 32 KiB below 8. The hardware prefetcher alone keeps
- * fewer lines in flight than the memory can serve. */
-#define STREAM_AHEAD 8192
-
-/* The lines of bytes [at, at + bytes) of a streamed row, STREAM_AHEAD
- * further on, into L2. */
+/* The lines of bytes [at, at + bytes) of a streamed row,
+ * KILN_STREAM_AHEAD further on (the next rows follow in memory), into L2. */
 KILN_AVX512 INLINE void stream_prefetch(const uint8_t *w, int64_t at, int bytes) {
-    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)w + at + STREAM_AHEAD + l, _MM_HINT_T1);
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)w + at + KILN_STREAM_AHEAD + l, _MM_HINT_T1);
 }
 #define FROWS 4               /* rows per pass from cache (F32 / F16: 16 accumulators) */
 #define FROWS_HALF_MAX 16384 /* longest activation copied to 16 bits (32 KiB of stack) */

@@ -36,10 +36,10 @@
  *
  * Called per row by kiln_direct_rows (vecdot_kdirect.c) for up to 4
  * tokens; a row function per token count keeps each token's accumulators
- * in registers. Each super-block's loop prefetches the bytes AHEAD further
- * on (the next rows follow in memory): a one-token product streams the
- * whole model from DRAM, and the hardware prefetcher alone left the loop
- * waiting on loads. Only AVX-512 F, BW, VL, DQ, VNNI and BMI2's pdep are
+ * in registers. Each super-block's loop prefetches KILN_STREAM_AHEAD
+ * bytes further on (the next rows follow in memory): a one-token product
+ * streams the whole model from DRAM, and the hardware prefetcher alone
+ * left the loop waiting on loads. Only AVX-512 F, BW, VL, DQ, VNNI and BMI2's pdep are
  * used (Cascade Lake has them), except in kiln_kvnni_iq2_xxs_vbmi, which
  * the IQ2_XXS entry runs where the CPU also has VBMI and BITALG.
  *
@@ -75,11 +75,6 @@
 
 /* The tokens one call takes at most (kiln_direct_rows' group). */
 #define MAX_TOKENS 4
-/* Bytes of weights prefetched ahead of the super-block being decoded,
- * into L2 (the 1B Q4_K_M model's tg32, whose 8192-wide ffn_down rows take
- * these kernels, 8 rounds in turns, mean: 2 KiB into L1 57.1 t/s, 8 KiB
- * into L1 56.2, 8 KiB into L2 59.1). */
-#define AHEAD 8192
 
 /* One super-block in registers: q[k] holds weights 64k .. 64k + 63 as
  * unsigned bytes (IQ2_XXS: the coordinates' magnitudes, neg[k] the
@@ -391,7 +386,7 @@ VNNI INLINE void zrow(int nt, kiln_combine comb, zdecode_fn zdecode, kiln_korder
     for (int k = 0; k < nt; k++) am[k] = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         zblock z;
-        const char *ahead = (const char *)(w + i * block_bytes) + AHEAD;
+        const char *ahead = (const char *)(w + i * block_bytes) + KILN_STREAM_AHEAD;
         for (int l = 0; l < block_bytes; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T1);
         zdecode(w + i * block_bytes, &z);
         for (int k = 0; k < nt; k++) {
